@@ -1,0 +1,1 @@
+"""backfill: TiKV incremental-scan captures → Delta tables, one MERGE per table per window."""

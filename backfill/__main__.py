@@ -1,0 +1,5 @@
+import sys
+
+from backfill.cli import main
+
+sys.exit(main())

@@ -1,0 +1,85 @@
+"""The `backfill` command: run, status, demo, decode, simulate."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tidelake.cli import NotBuiltYet, run_app
+from tidelake.config import load_config
+from tidelake.output import emit
+from tidelake.spark import open_session
+
+app = typer.Typer(
+    name="backfill",
+    help="Turn TiDB change data (TiKV incremental-scan captures) into Delta Lake tables.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+ConfigOption = Annotated[
+    Path | None, typer.Option("--config", "-c", help="TOML config; default: the embedded conf/demo.toml.")
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")
+]
+
+
+@app.command(epilog="Example: `backfill run --config conf/prod.toml --json > report.json`")
+def run(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+    """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
+    load_config(config)
+    raise NotBuiltYet("`backfill run` is not built yet (issue: backfill pipeline)")
+
+
+@app.command(epilog="Example: `backfill status --config conf/prod.toml --json`")
+def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+    """Show each target table's checkpoint ts (and its UTC time) and its lag behind the newest capture."""
+    from backfill.status import table_status
+
+    settings = load_config(config)
+    session = open_session(f"tidelake-status-{settings.job.name}", settings.spark)
+    try:
+        emit(table_status(session.spark, settings), as_json)
+    finally:
+        session.close()
+    return 0
+
+
+@app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
+def demo(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+    """Simulate a TiDB workload, back-fill it in two windows, and show what each table reached."""
+    load_config(config)
+    raise NotBuiltYet("`backfill demo` is not built yet (issues: simulator, backfill pipeline)")
+
+
+@app.command(
+    epilog="Example: `backfill decode --table-info t.json --key 7480000000000000685f728000000000000001 "
+    "--value 8000020000000102...`"
+)
+def decode(
+    table_info: Annotated[Path, typer.Option("--table-info", help="TiDB TableInfo JSON of the row's table.")],
+    key: Annotated[str, typer.Option("--key", help="Raw record key, hex.")],
+    value: Annotated[str, typer.Option("--value", help="Row value (format v2 or v1), hex.")],
+    as_json: JsonOption = False,
+) -> int:
+    """Decode one TiDB row (key + value) with a table's schema; exit 2 with the reason on bad bytes."""
+    try:
+        from backfill.codec.cli import decode_command
+    except ImportError:
+        raise NotBuiltYet("`backfill decode` is not built yet (issue: TiDB codec)") from None
+    return decode_command(str(table_info), key, value, as_json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_app(app, argv, "backfill")
+
+
+def entrypoint() -> None:
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from reconcile.cli import main
+
+sys.exit(main())

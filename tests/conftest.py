@@ -1,0 +1,50 @@
+"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB, temporary warehouses."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.servers import MariaDBServer
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """The one local SparkSession (local[2], Delta, 2 shuffle partitions, no UI) for the whole run."""
+    from tidelake.config import SparkConfig
+    from tidelake.spark import build_session
+
+    session = build_session(
+        "tidelake-tests", SparkConfig(master="local[2]", shuffle_partitions=2, driver_memory="3g")
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def warehouse(tmp_path: Path) -> str:
+    path = tmp_path / "warehouse"
+    path.mkdir()
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
+    """A real MariaDB server on 127.0.0.1 for this run (from the Debian package that .ci/run installs).
+
+    Root has no password; user `tidelake` has `MariaDBServer.password`.
+    """
+    server = MariaDBServer(tmp_path_factory.mktemp("mariadb")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def mariadb_url(request: pytest.FixtureRequest) -> str:
+    """`mysql://root@127.0.0.1:PORT/`; TIDELAKE_TEST_MYSQL_URL points the suite at a server of your own."""
+    if "TIDELAKE_TEST_MYSQL_URL" in os.environ:
+        return os.environ["TIDELAKE_TEST_MYSQL_URL"]
+    return request.getfixturevalue("mariadb").url

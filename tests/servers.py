@@ -1,0 +1,160 @@
+"""Real servers for the test suite: a throwaway MariaDB and a Spark standalone master + worker.
+
+Each starts from the installed packages on 127.0.0.1, in a temporary folder, and is stopped by whoever
+started it. Nothing here is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode}; log {log}:\n{log.read_text()[-3000:]}"
+            )
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port} after {timeout}s; log {log}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@dataclass
+class MariaDBServer:
+    """`mariadbd` on a free port with its own data folder; root has no password, `tidelake` has one."""
+
+    base: Path
+    port: int = field(default_factory=free_port)
+    password: str = "tidelake-test-pw"
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/"
+
+    def start(self) -> MariaDBServer:
+        server = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+        install = shutil.which("mariadb-install-db")
+        if not os.path.exists(server) or install is None:
+            raise RuntimeError(
+                "MariaDB is not installed: run `apt-get install mariadb-server` (.ci/run does)"
+            )
+        data = self.base / "data"
+        log = self.base / "server.log"
+        subprocess.run(
+            [install, "--no-defaults", f"--datadir={data}", "--user=root",
+             "--auth-root-authentication-method=normal", "--skip-test-db"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        self.process = subprocess.Popen(
+            [server, "--no-defaults", f"--datadir={data}", "--user=root", f"--port={self.port}",
+             "--bind-address=127.0.0.1", f"--socket={self.base / 'mysqld.sock'}", "--skip-log-bin",
+             "--innodb-buffer-pool-size=256M", "--max-connections=200", "--character-set-server=utf8mb4",
+             "--collation-server=utf8mb4_bin", "--default-time-zone=+00:00"],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_for_port(self.port, 60, self.process, log)
+        self._create_user()
+        return self
+
+    def _create_user(self) -> None:
+        import pymysql
+
+        for _ in range(50):
+            try:
+                conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root")
+                break
+            except pymysql.err.OperationalError:
+                time.sleep(0.2)
+        with conn, conn.cursor() as cur:
+            cur.execute("CREATE USER IF NOT EXISTS 'tidelake'@'%' IDENTIFIED BY %s", (self.password,))
+            cur.execute("GRANT ALL ON *.* TO 'tidelake'@'%'")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+
+
+@dataclass
+class SparkStandalone:
+    """A Spark standalone master and one worker, started from the pyspark install with `spark-class`."""
+
+    base: Path
+    worker_cores: int = 1
+    worker_memory: str = "1g"
+    master_port: int = field(default_factory=free_port)
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @staticmethod
+    def spark_home() -> Path:
+        import pyspark
+
+        return Path(pyspark.__file__).parent
+
+    def _launch(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(self.spark_home())}
+        log = self.base / f"{name}.log"
+        cmd = [str(self.spark_home() / "bin" / "spark-class"), *args]
+        process = subprocess.Popen(cmd, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        self.processes.append(process)
+        return process
+
+    def start(self) -> SparkStandalone:
+        master = self._launch(
+            "master", "org.apache.spark.deploy.master.Master",
+            "--host", "127.0.0.1", "--port", str(self.master_port), "--webui-port", str(free_port()),
+        )  # fmt: skip
+        wait_for_port(self.master_port, 90, master, self.base / "master.log")
+        self._launch(
+            "worker", "org.apache.spark.deploy.worker.Worker", self.master_url,
+            "--host", "127.0.0.1", "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+            "--webui-port", str(free_port()), "--work-dir", str(self.base / "work"),
+        )  # fmt: skip
+        self._wait_for_worker()
+        return self
+
+    def _wait_for_worker(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        log = self.base / "master.log"
+        while time.monotonic() < deadline:
+            if "Registering worker" in log.read_text(errors="replace"):
+                return
+            for p in self.processes:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited with {p.returncode}; logs in {self.base}")
+            time.sleep(0.3)
+        raise RuntimeError(f"no worker registered with {self.master_url} in {timeout}s; logs in {self.base}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            stop(process)

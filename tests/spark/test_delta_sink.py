@@ -1,0 +1,113 @@
+"""Delta sink primitives against the pinned delta-spark: idempotent MERGE, userMetadata, idle tables."""
+
+from __future__ import annotations
+
+import pytest
+from delta.tables import DeltaTable
+
+from tidelake import delta
+
+pytestmark = pytest.mark.spark
+
+APP = "tidelake:test"
+
+
+def make_table(spark, path: str) -> None:
+    spark.createDataFrame([(1, "a"), (2, "b")], "k INT, v STRING").write.format("delta").save(path)
+
+
+def upsert(source):
+    def build(table):
+        return (
+            table.alias("t")
+            .merge(source.alias("s"), "t.k = s.k")
+            .whenMatchedUpdateAll()
+            .whenNotMatchedInsertAll()
+        )
+
+    return build
+
+
+def rows(spark, path: str) -> list[tuple[int, str]]:
+    return sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+
+
+def test_same_merge_twice_commits_once(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    source = spark.createDataFrame([(2, "B"), (3, "c")], "k INT, v STRING")
+
+    assert delta.merge_with_txn(spark, path, upsert(source), app_id=APP, txn_version=100, metadata={"n": 1})
+    version_after_first = delta.table_version(spark, path)
+    assert not delta.merge_with_txn(
+        spark, path, upsert(source), app_id=APP, txn_version=100, metadata={"n": 1}
+    )
+
+    assert delta.table_version(spark, path) == version_after_first == 1
+    assert rows(spark, path) == [(1, "a"), (2, "B"), (3, "c")]
+    assert delta.recorded_txn_version(spark, path, APP) == 100
+
+
+def test_delta_itself_skips_a_replayed_transaction(spark, warehouse: str) -> None:
+    """Even without our pre-check, Delta drops a MERGE whose (app id, version) it already recorded."""
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    source = spark.createDataFrame([(5, "e")], "k INT, v STRING")
+    for _ in range(2):
+        with delta.delta_transaction(spark, APP, 7, {"x": 1}):
+            upsert(source)(DeltaTable.forPath(spark, path)).execute()
+    assert delta.table_version(spark, path) == 1
+    assert rows(spark, path).count((5, "e")) == 1
+
+
+def test_version_and_user_metadata_round_trip(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    metadata = {
+        "checkpoint_ts": 1,
+        "resolved_ts": 449_000_000_000_000_001,
+        "scans": ["s-1", "s-2"],
+        "rows": {"up": 2},
+    }
+    source = spark.createDataFrame([(9, "z")], "k INT, v STRING")
+    delta.merge_with_txn(
+        spark, path, upsert(source), app_id=APP, txn_version=449_000_000_000_000_001, metadata=metadata
+    )
+
+    commit = delta.last_commit(spark, path, APP)
+    assert commit is not None
+    assert commit.txn_version == 449_000_000_000_000_001
+    assert commit.user_metadata == metadata
+    assert commit.table_version == 1
+    assert delta.recorded_txn_version(spark, path, "tidelake:other-job") is None
+
+
+def test_empty_batch_advances_the_recorded_version(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    schema = spark.read.format("delta").load(path).schema
+    assert delta.advance_txn(spark, path, schema, app_id=APP, txn_version=5, metadata={"idle": True})
+    assert delta.recorded_txn_version(spark, path, APP) == 5
+    assert delta.advance_txn(spark, path, schema, app_id=APP, txn_version=6, metadata={"idle": True})
+    assert delta.recorded_txn_version(spark, path, APP) == 6
+    assert rows(spark, path) == [(1, "a"), (2, "b")]
+    files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
+    assert files == 2, "an idle commit must not add data files"
+
+
+def test_session_conf_is_unset_even_when_the_merge_fails(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    bad = spark.createDataFrame([(1, "x")], "other INT, v STRING")
+    with pytest.raises(Exception, match="other|k"):
+        delta.merge_with_txn(spark, path, upsert(bad), app_id=APP, txn_version=3, metadata={})
+    for key in (delta.TXN_APP_ID, delta.TXN_VERSION, delta.USER_METADATA):
+        assert spark.conf.get(key, None) is None
+    # a later plain write is not tagged by leftovers
+    spark.createDataFrame([(4, "d")], "k INT, v STRING").write.format("delta").mode("append").save(path)
+    assert delta.recorded_txn_version(spark, path, APP) is None
+
+
+def test_missing_table_has_no_recorded_version(spark, warehouse: str) -> None:
+    assert delta.recorded_txn_version(spark, f"{warehouse}/absent", APP) is None
+    assert delta.last_commit(spark, f"{warehouse}/absent", APP) is None

@@ -1,0 +1,167 @@
+"""The tidelake config: one TOML file, parsed at the edge into frozen, validated dataclasses.
+
+`conf/demo.toml` is the embedded default. Relative paths in a config are taken from the current
+directory, like any command-line path.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from tidelake.configload import Secret, load_dataclass
+from tidelake.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "demo.toml"
+
+_JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_TABLE_PATTERN = re.compile(r"^[A-Za-z0-9_$*?\[\]-]+\.[A-Za-z0-9_$*?\[\]-]+$")
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """Names the job; the name is part of the Delta transaction app id, `tidelake:<name>`."""
+
+    name: str = "tidelake"
+
+    def __post_init__(self) -> None:
+        if not _JOB_NAME.match(self.name):
+            raise ValueError(f"name {self.name!r} must match {_JOB_NAME.pattern}")
+
+    @property
+    def app_id(self) -> str:
+        return f"tidelake:{self.name}"
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """Where the change data is: a folder (any Hadoop file system URI) of incremental-scan captures."""
+
+    path: str
+    kind: Literal["kv-scan"] = "kv-scan"
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """The Delta warehouse: one table per upstream table at `<warehouse>/<db>/<table>`."""
+
+    warehouse: str
+    tables: tuple[str, ...] = ("*.*",)
+
+    def __post_init__(self) -> None:
+        for pattern in self.tables:
+            if not _TABLE_PATTERN.match(pattern):
+                raise ValueError(f"tables: {pattern!r} is not a `db.table` pattern (wildcards * ? allowed)")
+
+
+@dataclass(frozen=True)
+class SparkConfig:
+    """Used only when tidelake creates the session itself; under spark-submit the given session wins."""
+
+    master: str = "local[*]"
+    shuffle_partitions: int = 8
+    driver_memory: str = "4g"
+    ui: bool = False
+    conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if self.shuffle_partitions < 1:
+            raise ValueError(f"shuffle_partitions must be at least 1, got {self.shuffle_partitions}")
+        if not re.match(r"^\d+[kmgt]?$", self.driver_memory, re.IGNORECASE):
+            raise ValueError(f"driver_memory {self.driver_memory!r} is not a JVM memory size like 4g")
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    """The database (or export of it) that reconcile compares the Delta tables with."""
+
+    kind: Literal["files", "mysql", "mariadb", "tidb"] = "files"
+    path: str | None = None
+    format: Literal["dumpling", "parquet", "expected"] = "dumpling"
+    host: str = "127.0.0.1"
+    port: int = 4000
+    user: str = "root"
+    password: Secret = field(default_factory=lambda: Secret(""))
+    ssl_ca: str | None = None
+    ssl_cert: str | None = None
+    ssl_key: str | None = None
+    ssl_verify: bool = True
+    connect_timeout: int = 10
+
+    def __post_init__(self) -> None:
+        if self.kind == "files" and not self.path:
+            raise ValueError("path is required when kind = 'files'")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port {self.port} is not a TCP port")
+
+    def __repr__(self) -> str:  # never show the password, even in a traceback
+        return f"UpstreamConfig(kind={self.kind!r}, host={self.host!r}, port={self.port}, user={self.user!r})"
+
+
+@dataclass(frozen=True)
+class ReconcileConfig:
+    """What reconcile compares and how strictly."""
+
+    upstream: UpstreamConfig = field(default_factory=lambda: UpstreamConfig(kind="mysql"))
+    tables: tuple[str, ...] = ("*.*",)
+    ignore_columns: tuple[str, ...] = ()
+    float_tolerance: float = 1e-9
+    chunk_size: int = 20_000
+    max_diff: int = 0
+    parallelism: int = 4
+    sample_size: int = 10
+
+    def __post_init__(self) -> None:
+        if self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1, got {self.chunk_size}")
+        if self.max_diff < 0:
+            raise ValueError(f"max_diff must not be negative, got {self.max_diff}")
+        if not 1 <= self.parallelism <= 64:
+            raise ValueError(f"parallelism must be 1..64, got {self.parallelism}")
+        if self.float_tolerance < 0:
+            raise ValueError(f"float_tolerance must not be negative, got {self.float_tolerance}")
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """The workload `backfill demo` simulates before it runs the backfill."""
+
+    out: str = ".tidelake/demo/sim"
+    seed: int = 7
+    tables: int = 4
+    rows: int = 2_000
+    txns: int = 600
+    scans: int = 3
+
+
+@dataclass(frozen=True)
+class TidelakeConfig:
+    source: SourceConfig
+    target: TargetConfig
+    job: JobConfig = field(default_factory=JobConfig)
+    spark: SparkConfig = field(default_factory=SparkConfig)
+    reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
+    demo: DemoConfig = field(default_factory=DemoConfig)
+
+
+def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> TidelakeConfig:
+    """Read and validate a config file (the embedded demo config when `path` is None)."""
+    file = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read config: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    try:
+        return load_dataclass(TidelakeConfig, data, "", environ)
+    except ConfigError as exc:
+        raise ConfigError(f"{file}: {exc}") from None

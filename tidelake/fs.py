@@ -1,0 +1,66 @@
+"""Small file-system calls over Hadoop's FileSystem, so every path may be file://, s3a://, hdfs:// or local.
+
+Only listings and small metadata files (manifests, JSON lines) go through here; bulk data is read by Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    path: str
+    name: str
+    is_dir: bool
+    size: int
+
+
+def _path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark._jsc.hadoopConfiguration()), path
+
+
+def qualify(spark: SparkSession, uri: str) -> str:
+    """The fully qualified URI of a path (a relative local path becomes file:/abs/path)."""
+    fs, path = _path(spark, uri)
+    return str(fs.makeQualified(path).toString())
+
+
+def exists(spark: SparkSession, uri: str) -> bool:
+    fs, path = _path(spark, uri)
+    return bool(fs.exists(path))
+
+
+def list_dir(spark: SparkSession, uri: str) -> list[FileStatus]:
+    """Entries of a folder, sorted by name; an absent folder lists as empty."""
+    fs, path = _path(spark, uri)
+    if not fs.exists(path):
+        return []
+    entries = [
+        FileStatus(
+            str(s.getPath().toString()), str(s.getPath().getName()), bool(s.isDirectory()), int(s.getLen())
+        )
+        for s in fs.listStatus(path)
+    ]
+    return sorted(entries, key=lambda e: e.name)
+
+
+def read_text(spark: SparkSession, uri: str) -> str:
+    fs, path = _path(spark, uri)
+    stream = fs.open(path)
+    try:
+        jvm = spark._jvm
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode("utf-8")
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])

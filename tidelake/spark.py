@@ -1,0 +1,109 @@
+"""The one place a SparkSession is made.
+
+Locally (`local[*]` or a `spark://` master from the config) the session gets the Delta extension and
+catalog and the JVM packages from the set-up cache on `spark.jars`, so nothing is downloaded at session
+start. Under `spark-submit` the session is the one spark-submit configured: its master and jars are kept,
+and only the Delta settings it lacks are added.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tidelake.config import PROJECT_ROOT, SparkConfig
+from tidelake.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def jar_cache() -> Path:
+    """Folder of the JVM packages fetched by dev/setup.sh (override with TIDELAKE_JARS)."""
+    return Path(os.environ.get("TIDELAKE_JARS", PROJECT_ROOT / ".cache" / "jars"))
+
+
+def cached_jars() -> list[str]:
+    jars = sorted(str(p) for p in jar_cache().glob("*.jar"))
+    if not any("delta-spark" in Path(j).name for j in jars):
+        raise ConfigError(
+            f"no delta-spark jar in {jar_cache()}: run dev/setup.sh first (it fetches the JVM packages once)"
+        )
+    return jars
+
+
+def under_spark_submit() -> bool:
+    """True when this Python process was started by spark-submit (the JVM already exists)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+@dataclass
+class SessionHandle:
+    """A session and whether we made it: stop only a session you created."""
+
+    spark: SparkSession
+    owned: bool
+
+    def close(self) -> None:
+        if self.owned:
+            self.spark.stop()
+
+
+def open_session(app_name: str, config: SparkConfig | None = None) -> SessionHandle:
+    """Return the active session if there is one, else build one from `config`."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return SessionHandle(active, owned=False)
+    return SessionHandle(build_session(app_name, config or SparkConfig()), owned=True)
+
+
+def build_session(app_name: str, config: SparkConfig) -> SparkSession:
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if under_spark_submit():
+        given = SparkConf()  # what spark-submit passed; master and jars stay as given
+        if not given.contains("spark.sql.extensions"):
+            builder = builder.config("spark.sql.extensions", DELTA_EXTENSION)
+        if not given.contains("spark.sql.catalog.spark_catalog"):
+            builder = builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+        return builder.getOrCreate()
+
+    # Bind to loopback unless told otherwise: a laptop run needs no network, and CI has none.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_config = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    settings = {
+        "spark.master": config.master,
+        "spark.driver.extraJavaOptions": log_config,
+        "spark.executor.extraJavaOptions": log_config,
+        "spark.driver.host": os.environ["SPARK_LOCAL_IP"],
+        "spark.jars": ",".join(cached_jars()),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        "spark.sql.shuffle.partitions": str(config.shuffle_partitions),
+        "spark.default.parallelism": str(config.shuffle_partitions),
+        "spark.driver.memory": config.driver_memory,
+        "spark.ui.enabled": str(config.ui).lower(),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+        # Delta's own telemetry and the Derby metastore are of no use to a batch job.
+        "spark.sql.catalogImplementation": "in-memory",
+        **config.conf,
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
