@@ -32,10 +32,21 @@ JsonOption = Annotated[
 
 
 @app.command(epilog="Example: `backfill run --config conf/prod.toml --json > report.json`")
-def run(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+def run(
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    until_ts: Annotated[int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")] = None,
+) -> int:
     """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
-    load_config(config)
-    raise NotBuiltYet("`backfill run` is not built yet (issue: backfill pipeline)")
+    from backfill.pipeline import run_backfill
+
+    settings = load_config(config)
+    session = open_session(f"tidelake-backfill-{settings.job.name}", settings.spark)
+    try:
+        emit(run_backfill(session.spark, settings, until_ts=until_ts), as_json)
+    finally:
+        session.close()
+    return 0
 
 
 @app.command(epilog="Example: `backfill status --config conf/prod.toml --json`")

@@ -64,3 +64,9 @@ def read_text(spark: SparkSession, uri: str) -> str:
 
 def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+def delete(spark: SparkSession, uri: str) -> bool:
+    """Remove a file or folder tree; False if it was not there."""
+    fs, path = _path(spark, uri)
+    return bool(fs.delete(path, True)) if fs.exists(path) else False

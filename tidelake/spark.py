@@ -9,6 +9,7 @@ and only the Delta settings it lacks are added.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,6 +81,8 @@ def build_session(app_name: str, config: SparkConfig) -> SparkSession:
 
     # Bind to loopback unless told otherwise: a laptop run needs no network, and CI has none.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers run the interpreter that runs us (the venv with pyarrow and the codec).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log_config = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     settings = {
         "spark.master": config.master,

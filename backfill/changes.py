@@ -1,0 +1,228 @@
+"""From raw events to one change per row key: match, window, attribute to tables, collapse.
+
+Spark logic as functions from DataFrame to DataFrame. Python touches events only where a region stream
+must be replayed in order (the matcher, through `applyInArrow`); everything else is built-in functions.
+COMMITTED events are self-contained and skip the matcher (and its shuffle) entirely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from backfill.matcher import COMMITTED, MatchError, RegionMatcher, StreamEvent
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+MATCH_OUTPUT_DDL = (
+    "kind STRING, scan_id STRING, region_id BIGINT, key BINARY, op STRING, value BINARY, start_ts BIGINT, "
+    "commit_ts BIGINT, resolved_ts BIGINT, initialized BOOLEAN, open_locks BIGINT, message STRING"
+)
+_MATCH_FIELDS = [f.split() for f in MATCH_OUTPUT_DDL.split(", ")]
+_ARROW_TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "BOOLEAN": pa.bool_()}
+MATCH_OUTPUT_ARROW = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in _MATCH_FIELDS])
+CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "start_ts", "commit_ts")
+
+
+def match_region_stream(stream: pa.Table) -> pa.Table:
+    """Replay one (capture, region) stream through the matcher.
+
+    Emits one `change` row per committed change, then one `region` row (resolved ts, initialized, open
+    locks), or an `error` row naming the region, key and ts: raising inside a Python worker would lose
+    the message in a JVM stack trace.
+    """
+    stream = stream.sort_by("seq")
+    scan_id = stream.column("scan_id")[0].as_py()
+    region_id = stream.column("region_id")[0].as_py()
+    matcher = RegionMatcher(region_id, stream.column("scan_checkpoint_ts")[0].as_py(), where=f"scan {scan_id}")
+    cols = {name: stream.column(name).to_pylist() for name in
+            ("seq", "type", "start_ts", "commit_ts", "op_type", "key", "value", "generation", "resolved_ts")}  # fmt: skip
+    out: dict[str, list[object]] = {name: [] for name, _ in _MATCH_FIELDS}
+
+    def row(kind: str, **values: object) -> None:
+        for name, _ in _MATCH_FIELDS:
+            out[name].append(values.get(name))
+        out["kind"][-1] = kind
+        out["scan_id"][-1] = scan_id
+        out["region_id"][-1] = region_id
+
+    try:
+        for i in range(stream.num_rows):
+            event = StreamEvent(
+                cols["seq"][i], cols["type"][i], cols["start_ts"][i], cols["commit_ts"][i], cols["op_type"][i],
+                cols["key"][i], cols["value"][i], cols["generation"][i] or 0, cols["resolved_ts"][i],
+            )  # fmt: skip
+            for change in matcher.feed(event):
+                row("change", key=change.key, op=change.op, value=change.value, start_ts=change.start_ts,
+                    commit_ts=change.commit_ts)  # fmt: skip
+    except MatchError as exc:
+        row("error", message=str(exc))
+    row("region", resolved_ts=matcher.resolved_ts, initialized=matcher.initialized, open_locks=matcher.open_locks)
+    return pa.Table.from_pydict(out, schema=MATCH_OUTPUT_ARROW)
+
+
+def matched_stream_output(events: DataFrame) -> DataFrame:
+    """Matcher output for every stream: changes from COMMIT events plus `region` and `error` rows."""
+    from pyspark.sql import functions as F
+
+    streams = events.filter(F.col("type") != COMMITTED)
+    return streams.groupBy("scan_id", "region_id").applyInArrow(match_region_stream, MATCH_OUTPUT_DDL)
+
+
+def committed_changes(events: DataFrame) -> DataFrame:
+    """COMMITTED events (incremental scan, 1PC) as changes; stale ones (at or below the checkpoint) dropped."""
+    from pyspark.sql import functions as F
+
+    return events.filter((F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))).select(
+        "scan_id", "region_id", "key", F.col("op_type").alias("op"), "value", "start_ts", "commit_ts"
+    )
+
+
+def bad_change_rows(changes: DataFrame) -> Column:
+    """A condition true for changes that break the input contract."""
+    from pyspark.sql import functions as F
+
+    return (
+        F.col("key").isNull()
+        | F.col("commit_ts").isNull()
+        | ~F.col("op").isin("PUT", "DELETE")
+        | F.col("op").isNull()
+        | ((F.col("op") == "PUT") & (F.coalesce(F.length("value"), F.lit(0)) == 0))
+    )
+
+
+def in_windows(windows: Mapping[str, tuple[int, int]]) -> Column:
+    """commit_ts inside the (lo, hi] window of the row's capture."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(False)
+    for scan_id, (lo, hi) in windows.items():
+        condition = condition | (
+            (F.col("scan_id") == scan_id) & (F.col("commit_ts") > F.lit(lo)) & (F.col("commit_ts") <= F.lit(hi))
+        )
+    return condition
+
+
+def with_record_key_parts(changes: DataFrame) -> DataFrame:
+    """Add `is_record`, `physical_id` and `handle` (the key bytes after `t{id}_r`) with built-ins."""
+    from pyspark.sql import functions as F
+
+    key = F.col("key")
+    is_record = (
+        (F.length(key) > 11)
+        & (F.substring(key, 1, 1) == F.lit(bytearray(b"t")))
+        & (F.substring(key, 10, 2) == F.lit(bytearray(b"_r")))
+    )
+    # EncodeInt: 8 bytes big-endian of the id with the sign bit flipped.
+    unsigned = F.conv(F.hex(F.substring(key, 2, 8)), 16, 10).cast("decimal(20,0)")
+    physical_id = (unsigned - F.lit("9223372036854775808").cast("decimal(20,0)")).cast("bigint")
+    return changes.select(
+        "*",
+        is_record.alias("is_record"),
+        F.when(is_record, physical_id).alias("physical_id"),
+        F.when(is_record, F.expr("substring(key, 12, length(key) - 11)")).alias("handle"),
+    )
+
+
+def lookup(column: str, mapping: Mapping[int, int]) -> Column:
+    """`mapping[column]` as a Spark expression (NULL when absent)."""
+    from pyspark.sql import functions as F
+
+    if not mapping:
+        return F.lit(None).cast("int")
+    pairs = [F.lit(x) for item in sorted(mapping.items()) for x in item]
+    return F.element_at(F.create_map(*pairs), F.col(column))
+
+
+def live_condition(intervals: Mapping[int, Sequence[tuple[int, int | None]]]) -> Column:
+    """True when a row's physical id belongs to its table at the row's commit ts (TiCDC drops the rest)."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(False)
+    for physical_id, spans in intervals.items():
+        for after, until in spans:
+            inside = F.col("commit_ts") > F.lit(after)
+            if until is not None:
+                inside = inside & (F.col("commit_ts") <= F.lit(until))
+            condition = condition | ((F.col("physical_id") == F.lit(physical_id)) & inside)
+    return condition
+
+
+def count_below(column: str, bounds: Sequence[int | bytes], *, inclusive: bool = False) -> Column:
+    """How many of `bounds` are below the column's value (or equal, if inclusive): a segment or bucket number."""
+    from pyspark.sql import functions as F
+
+    total = F.lit(0)
+    for bound in bounds:
+        literal = F.lit(bytearray(bound)) if isinstance(bound, bytes) else F.lit(bound)
+        below = F.col(column) >= literal if inclusive else F.col(column) > literal
+        total = total + F.when(below, 1).otherwise(0)
+    return total
+
+
+def key_range_splits(region_counts: Sequence[tuple[bytes, int]], buckets: int) -> list[bytes]:
+    """Split keys, chosen among region start keys, that cut the events into `buckets` even parts.
+
+    `region_counts` holds (start key, events) per region. This is seed 003's balancing: ranges follow
+    region boundaries and carry about the same number of events, so one hot table with many regions is
+    spread over many tasks while small tables share one.
+    """
+    ordered = sorted((key, count) for key, count in region_counts if count > 0)
+    total = sum(count for _, count in ordered)
+    if buckets <= 1 or total == 0:
+        return []
+    target = total / buckets
+    splits: list[bytes] = []
+    running = 0
+    for key, count in ordered:
+        if running >= target * (len(splits) + 1) and key and (not splits or key > splits[-1]):
+            splits.append(key)
+            if len(splits) == buckets - 1:
+                break
+        running += count
+    return splits
+
+
+@dataclass(frozen=True)
+class CollapsePlan:
+    """What `collapse` needs to know about the run's tables."""
+
+    table_of_physical: Mapping[int, int]  # physical id -> tracked table index
+    live: Mapping[int, Sequence[tuple[int, int | None]]]  # physical id -> live (after, until] intervals
+    table_floor: Mapping[int, int]  # table index -> its checkpoint: changes at or below are applied
+    resolved_ts: int
+    splits: Sequence[bytes]  # key-range split keys
+    partitions: int
+
+
+def collapse(changes: DataFrame, plan: CollapsePlan) -> DataFrame:
+    """Keep the last change per (table, row handle): the row's final state at the resolved ts.
+
+    Rows are first range-partitioned by key ranges (`plan.splits`), and the group-by reuses that
+    partitioning. Ties at one commit ts (a row moving between partitions: DELETE in one, PUT in the
+    other) resolve to the PUT.
+    """
+    from pyspark.sql import functions as F
+
+    owned = changes.withColumn("table_idx", lookup("physical_id", plan.table_of_physical))
+    floor = lookup("table_idx", plan.table_floor)
+    applicable = owned.filter(
+        F.col("table_idx").isNotNull()
+        & live_condition(plan.live)
+        & (F.col("commit_ts") > floor)
+        & (F.col("commit_ts") <= F.lit(plan.resolved_ts))
+    ).withColumn("bucket", count_below("key", plan.splits, inclusive=True))
+    ranked = applicable.withColumn(
+        "version", F.struct(F.col("commit_ts"), F.when(F.col("op") == "PUT", 1).otherwise(0).alias("rank"))
+    )
+    partitioned = ranked.repartitionByRange(plan.partitions, "bucket")
+    last = partitioned.groupBy("bucket", "table_idx", "handle").agg(
+        F.max_by(F.struct("commit_ts", "op", "value", "key", "physical_id", "start_ts"), F.col("version")).alias("c")
+    )
+    return last.select(
+        "bucket", "table_idx", "handle", "c.commit_ts", "c.op", "c.value", "c.key", "c.physical_id", "c.start_ts"
+    )

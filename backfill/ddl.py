@@ -1,0 +1,122 @@
+"""What a DDL step does to a Delta table's existing rows.
+
+The new schema is TiDB's TableInfo after the job (all columns public), so one rule covers add, drop,
+modify and rename column: each new column takes the old column with the same column id (or, after a
+reorganising MODIFY COLUMN that gave it a new id, the same name) cast to its new type; a column that did
+not exist reads its origin default, as TiDB's existing rows do. Dropped or truncated partitions take
+their rows with them, found by evaluating the partition definitions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from backfill.codec import TableSchema
+from backfill.codec.schema import ROWID_NAME
+from backfill.codec.values import ZERO_DATE, fill_value
+from backfill.decode import COMMIT_TS
+from backfill.sink import quote
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+RANGE, HASH, LIST = 1, 2, 3
+
+
+def default_literal(column: Any) -> Column:
+    """The value existing rows read for a column added by DDL (origin default, NULL, or zero value)."""
+    from pyspark.sql import functions as F
+
+    value = fill_value(column)
+    if value is None or value is ZERO_DATE:
+        return F.lit(None).cast(column.spark_type)
+    if isinstance(value, bytes):
+        return F.lit(bytearray(value)).cast(column.spark_type)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return F.lit(value.astimezone(dt.UTC).replace(tzinfo=None)).cast("timestamp_ntz").cast(column.spark_type)
+    if isinstance(value, Decimal):
+        return F.lit(str(value)).cast(column.spark_type)
+    return F.lit(value).cast(column.spark_type)
+
+
+def migrate_rows(rows: DataFrame, old: TableSchema, new: TableSchema) -> DataFrame:
+    """Existing rows of `old` as rows of `new` (column changes and removed partitions)."""
+    from pyspark.sql import functions as F
+
+    kept = rows.filter(~removed_partition_rows(old, new)) if _removed_partitions(old, new) else rows
+    by_id = {c.id: c for c in old.columns}
+    by_name = {c.name.lower(): c for c in old.columns}
+    selected = []
+    if new.pk_kind == "rowid":
+        selected.append(F.col(quote(ROWID_NAME)) if old.pk_kind == "rowid" else F.lit(None).cast("bigint"))
+        selected[-1] = selected[-1].alias(ROWID_NAME)
+    for column in new.columns:
+        source = by_id.get(column.id) or by_name.get(column.name.lower())
+        if source is None:
+            value = default_literal(column)
+        elif source.spark_type == column.spark_type:
+            value = F.col(quote(source.name))
+        else:
+            value = F.col(quote(source.name)).cast(column.spark_type)
+        selected.append(value.alias(column.name))
+    selected.append(F.col(quote(COMMIT_TS)))
+    return kept.select(*selected)
+
+
+def _removed_partitions(old: TableSchema, new: TableSchema) -> list[int]:
+    if not old.partition_names:
+        return []
+    return [pid for pid in old.physical_ids if pid not in set(new.physical_ids)]
+
+
+def removed_partition_rows(old: TableSchema, new: TableSchema) -> Column:
+    """True for rows that lived in a partition that `new` no longer has (dropped or truncated)."""
+    from pyspark.sql import functions as F
+
+    condition = F.lit(False)
+    for pid in _removed_partitions(old, new):
+        condition = condition | partition_membership(old, pid)
+    return condition
+
+
+def partition_membership(schema: TableSchema, physical_id: int) -> Column:
+    """A condition true for rows of the partition `physical_id` (RANGE/LIST on a column, HASH on an int)."""
+    from pyspark.sql import functions as F
+
+    info = schema.table_info.get("partition") or {}
+    kind = int(info.get("type", 0))
+    definitions: Sequence[Mapping[str, Any]] = info.get("definitions") or []
+    index = next((i for i, d in enumerate(definitions) if int(d["id"]) == physical_id), None)
+    expr = _partition_column(schema, info)
+    if index is None or expr is None:
+        raise InputError(f"table {schema.schema_name}.{schema.name}: cannot tell which rows are in partition "
+                         f"{physical_id} (partition expression {info.get('expr')!r} is not a plain column)")
+    column = F.col(quote(expr))
+    if kind == RANGE:
+        upper = definitions[index].get("less_than") or ["MAXVALUE"]
+        lower = definitions[index - 1].get("less_than") if index > 0 else None
+        condition = F.lit(True)
+        if upper[0].upper() != "MAXVALUE":
+            condition = condition & (column < F.lit(upper[0].strip("'")))
+        if lower:
+            condition = condition & (column >= F.lit(lower[0].strip("'")))
+        return condition
+    if kind == HASH:
+        return F.pmod(column.cast("bigint"), F.lit(len(definitions))) == index
+    if kind == LIST:
+        values = [v.strip("'") for group in definitions[index].get("in_values") or [] for v in group]
+        return column.isin(values)
+    raise InputError(f"table {schema.schema_name}.{schema.name}: partition type {kind} is not supported")
+
+
+def _partition_column(schema: TableSchema, info: Mapping[str, Any]) -> str | None:
+    columns = info.get("columns") or []
+    if len(columns) == 1:
+        name = columns[0].get("O") if isinstance(columns[0], Mapping) else columns[0]
+        return str(name)
+    expr = str(info.get("expr") or "").strip().strip("`")
+    return expr if expr in schema.by_name else None

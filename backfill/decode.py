@@ -1,0 +1,103 @@
+"""Decode collapsed changes of one table and schema version into typed rows, on the executors.
+
+`mapInArrow` hands whole Arrow batches to the codec's vectorized `decode_batch`; a DELETE carries no
+value, so only its primary key is taken from the record key. Each output row carries `_tidb_commit_ts`
+and `_tidb_op` for the MERGE.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from backfill.codec import CodecError, TableSchema, decode_batch, decode_record_key
+from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
+from backfill.codec.row import handle_stored
+from backfill.codec.schema import ROWID_NAME
+from backfill.codec.values import from_stored
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame
+
+COMMIT_TS = "_tidb_commit_ts"
+OP = "_tidb_op"
+_ERROR_TAG = "TIDELAKE_DECODE_ERROR"
+
+
+def output_schema(schema: TableSchema) -> pa.Schema:
+    return schema.arrow_schema.append(pa.field(COMMIT_TS, pa.int64())).append(pa.field(OP, pa.string()))
+
+
+def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
+    """Spark DDL of the decoded rows; `nullable` drops NOT NULL (DELETE rows carry only the key)."""
+    ddl = f"{schema.spark_ddl}, `{COMMIT_TS}` BIGINT, `{OP}` STRING"
+    return ddl.replace(" NOT NULL", "") if nullable else ddl
+
+
+def key_columns(schema: TableSchema, key: bytes) -> dict[str, object]:
+    """The primary-key values a record key holds (what a DELETE needs to find its row)."""
+    record = decode_record_key(key)
+    if schema.pk_kind == "rowid":
+        return {ROWID_NAME: record.handle}
+    stored = handle_stored(schema, record.handle, record.table_id)
+    return {schema.by_id[cid].name: from_stored(schema.by_id[cid], value) for cid, value in stored.items()}
+
+
+def decode_changes_batch(schema: TableSchema, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
+    """(key, value, op, commit_ts) → the table's columns + commit ts + op; also the zero dates turned NULL."""
+    target = output_schema(schema)
+    is_put = pc.equal(batch.column("op"), "PUT")
+    puts = batch.filter(is_put)
+    deletes = batch.filter(pc.invert(is_put))
+    parts = []
+    zero_dates = 0
+    if puts.num_rows:
+        decoded = decode_batch(schema, puts.select(["key", "value"]))
+        zero_dates = int((decoded.schema.metadata or {}).get(ZERO_DATES_METADATA_KEY, b"0"))
+        columns = [*decoded.columns, puts.column("commit_ts"), puts.column("op")]
+        parts.append(pa.RecordBatch.from_arrays(columns, schema=target))
+    if deletes.num_rows:
+        rows = [key_columns(schema, key) for key in deletes.column("key").to_pylist()]
+        for row, ts in zip(rows, deletes.column("commit_ts").to_pylist(), strict=True):
+            row[COMMIT_TS] = ts
+            row[OP] = "DELETE"
+        parts.append(pa.RecordBatch.from_pylist(rows, schema=_nullable(target)))
+    # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.
+    table = pa.Table.from_batches([part.cast(_nullable(target)) for part in parts], schema=_nullable(target))
+    return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(target), zero_dates
+
+
+def _nullable(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([field.with_nullable(True) for field in schema])
+
+
+def _empty(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist([], schema=_nullable(schema))
+
+
+def decode_changes(changes: DataFrame, schema: TableSchema, zero_dates: Accumulator[int] | None = None) -> DataFrame:
+    """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version."""
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            try:
+                out, zeros = decode_changes_batch(schema, batch)
+            except CodecError as exc:
+                raise RuntimeError(f"{_ERROR_TAG}[{schema.schema_name}.{schema.name}: {exc}]") from None
+            if zero_dates is not None and zeros:
+                zero_dates.add(zeros)
+            yield out
+
+    return changes.select("key", "value", "op", "commit_ts").mapInArrow(decode, spark_ddl(schema, nullable=True))
+
+
+def decode_error(exc: BaseException) -> InputError | None:
+    """The InputError a failed decode task stands for, if the failure was bad row bytes."""
+    found = re.search(rf"{_ERROR_TAG}\[(.*?)\]\s*$", str(exc), re.MULTILINE)
+    return InputError(f"cannot decode a row: {found.group(1)}") if found else None

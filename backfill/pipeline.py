@@ -1,0 +1,351 @@
+"""`backfill run`: captures → matched, windowed, collapsed changes → one Delta MERGE per table per segment.
+
+The flow follows DESIGN.md "Backfill, as the data flows": plan (checkpoints, chain of captures), read,
+match, resolve, schema, decode, collapse, merge, report. Only plans and counts reach the driver.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from backfill import changes as ch
+from backfill.catalog import Catalog, TrackedTable, build_catalog, parse_ddl_jobs_jsonl, parse_tables_jsonl
+from backfill.codec import SchemaVersion, TableSchema
+from backfill.decode import OP, decode_changes, decode_error
+from backfill.ddl import migrate_rows
+from backfill.events import input_errors, read_events
+from backfill.plan import ChainLink, ScanProgress, choose_chain, scan_progress
+from backfill.report import RunResult, TableOutcome
+from backfill.scans import ScanManifest, list_scans
+from backfill.sink import create_table, merge_changes, overwrite_table
+from tidelake import delta, fs
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tidelake.config import TidelakeConfig
+
+
+@dataclass
+class StageClock:
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+
+@dataclass(frozen=True)
+class CaptureSchema:
+    """A capture's schema files, parsed."""
+
+    scan: ScanManifest
+    catalog: Catalog  # tables selected by the config
+    known_ids: frozenset[int]  # every physical id the capture knows, selected or not
+
+
+def load_capture_schema(
+    spark: SparkSession, scan: ScanManifest, patterns: Sequence[str], jobs_from: Sequence[ScanManifest] = ()
+) -> CaptureSchema:
+    tables_uri = scan.file("schema", "tables.jsonl")
+    if not fs.exists(spark, tables_uri):
+        raise InputError(f"{tables_uri}: missing: a capture needs the TableInfo of its tables")
+    tables = parse_tables_jsonl(fs.read_text(spark, tables_uri), tables_uri)
+    jobs = []
+    for source in (scan, *jobs_from):
+        uri = source.file("schema", "ddl_jobs.jsonl")
+        if fs.exists(spark, uri):
+            jobs.extend(parse_ddl_jobs_jsonl(fs.read_text(spark, uri), uri))
+    selected = build_catalog(tables, jobs, scan.checkpoint_ts, patterns, tables_uri)
+    everything = build_catalog(tables, jobs, scan.checkpoint_ts, ["*.*"], tables_uri)
+    known = frozenset(pid for t in everything.tables for pid in t.physical_ids())
+    return CaptureSchema(scan, selected, known)
+
+
+def table_path(warehouse: str, schema: TableSchema) -> str:
+    return fs.join(warehouse, schema.schema_name or "default", schema.name)
+
+
+def table_checkpoint(spark: SparkSession, table: TrackedTable, warehouse: str, app_id: str) -> int | None:
+    """The highest transaction version recorded under any name the table has in the window."""
+    recorded = []
+    for version in table.versions:
+        if version.schema is not None:
+            found = delta.recorded_txn_version(spark, table_path(warehouse, version.schema), app_id)
+            if found is not None:
+                recorded.append(found)
+    return max(recorded, default=None)
+
+
+def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int | None = None) -> RunResult:
+    """Apply every complete capture past the tables' checkpoints, up to the global resolved ts."""
+    clock = StageClock()
+    app_id = config.job.app_id
+    warehouse = config.target.warehouse
+    with clock.stage("plan"):
+        scans = list_scans(spark, config.source.path)
+        if not scans:
+            return RunResult(config.job.name, None, None, [], [], clock.seconds, note="no complete captures")
+        existing = _existing_checkpoints(spark, warehouse, app_id)
+        start = min(existing) if existing and None not in existing else min(s.checkpoint_ts for s in scans)
+        candidates = [s for s in scans if s.current_ts > start]
+        if not candidates:
+            return RunResult(config.job.name, start, start, [], [], clock.seconds, note="nothing new")
+
+    with clock.stage("read+match"), input_errors("events"):
+        events = read_events(spark, candidates)
+        matched = ch.matched_stream_output(events).persist()
+        regions, errors = _region_summaries(matched)
+    if errors:
+        raise InputError(errors[0])
+
+    with clock.stage("resolve"):
+        schemas = {s.scan_id: load_capture_schema(spark, s, config.target.tables) for s in candidates}
+        progress = {
+            s.scan_id: scan_progress(
+                s, regions.get(s.scan_id, {}), {t.label: sorted(t.physical_ids()) for t in schemas[s.scan_id].catalog.tables}
+            )
+            for s in candidates
+        }
+        chain = choose_chain(start, candidates, lambda s: progress[s.scan_id].resolved_ts)
+        if not chain:
+            blocked = _blocked_reason(progress.values())
+            return RunResult(config.job.name, start, start, [], [], clock.seconds, note=f"no progress: {blocked}")
+        resolved_ts = chain[-1].hi if until_ts is None else min(chain[-1].hi, until_ts)
+        first = chain[0].scan
+        schema = load_capture_schema(spark, first, config.target.tables, [link.scan for link in chain[1:]])
+
+    tables = list(schema.catalog.tables)
+    floors = {
+        i: (table_checkpoint(spark, t, warehouse, app_id) or t.start_ts) for i, t in enumerate(tables)
+    }
+    with clock.stage("collapse"), input_errors("events"):
+        collapsed, counts = _collapse(spark, events, matched, chain, schema, tables, floors, resolved_ts, config)
+
+    outcomes = []
+    zero_dates = spark.sparkContext.accumulator(0)
+    scans_used = [link.scan.scan_id for link in chain]
+    with clock.stage("decode+merge"):
+        for index, table in enumerate(tables):
+            outcomes.append(
+                _apply_table(spark, config, table, index, collapsed, counts, floors[index], resolved_ts, scans_used, zero_dates)
+            )
+    collapsed.unpersist()
+    matched.unpersist()
+    return RunResult(
+        config.job.name, start, resolved_ts, scans_used, outcomes, clock.seconds,
+        zero_dates=zero_dates.value, blocked=_blocked_reason(progress[link.scan.scan_id] for link in chain[-1:]),
+    )  # fmt: skip
+
+
+def _existing_checkpoints(spark: SparkSession, warehouse: str, app_id: str) -> list[int | None]:
+    from backfill.status import target_tables
+
+    return [delta.recorded_txn_version(spark, uri, app_id) for _, _, uri in target_tables(spark, warehouse)]
+
+
+def _region_summaries(matched: DataFrame) -> tuple[dict[str, dict[int, int | None]], list[str]]:
+    from pyspark.sql import functions as F
+
+    rows = matched.filter(F.col("kind").isin("region", "error")).select(
+        "kind", "scan_id", "region_id", "resolved_ts", "initialized", "message"
+    ).collect()
+    regions: dict[str, dict[int, int | None]] = {}
+    errors = []
+    for row in rows:
+        if row["kind"] == "error":
+            errors.append(row["message"])
+        else:
+            regions.setdefault(row["scan_id"], {})[row["region_id"]] = row["resolved_ts"] if row["initialized"] else None
+    return regions, sorted(errors)
+
+
+def _blocked_reason(progress: Any) -> str | None:
+    for scan in progress:
+        slow = scan.blocked_by if isinstance(scan, ScanProgress) else None
+        if slow is None:
+            continue
+        if slow.holes:
+            start, end = slow.holes[0]
+            return f"{slow.label}: no region covers keys [{start.hex()}, {end.hex() or '+inf'}) in {scan.scan.scan_id}"
+        return f"{slow.label}: region {slow.lagging_region} resolved only to {slow.resolved_ts} in {scan.scan.scan_id}"
+    return None
+
+
+def _collapse(
+    spark: SparkSession,
+    events: DataFrame,
+    matched: DataFrame,
+    chain: Sequence[ChainLink],
+    schema: Any,
+    tables: Sequence[TrackedTable],
+    floors: dict[int, int],
+    resolved_ts: int,
+    config: TidelakeConfig,
+) -> tuple[DataFrame, dict[tuple[int, int, str], int]]:
+    from pyspark.sql import functions as F
+
+    windows = {link.scan.scan_id: (link.lo, link.hi) for link in chain}
+    in_chain = list(windows)
+    from_streams = matched.filter((F.col("kind") == "change") & F.col("scan_id").isin(in_chain)).select(*ch.CHANGE_COLUMNS)
+    from_scans = ch.committed_changes(events.filter(F.col("scan_id").isin(in_chain)))
+    raw = from_streams.unionByName(from_scans).filter(ch.in_windows(windows))
+    parts = ch.with_record_key_parts(raw)
+
+    bad = parts.filter(ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids)))
+    sample = bad.select("scan_id", "region_id", "key", "op", "commit_ts", "is_record", "physical_id").limit(1).collect()
+    if sample:
+        row = sample[0]
+        what = (
+            "is not a record key" if not row["is_record"]
+            else f"belongs to table id {row['physical_id']}, which no TableInfo in the capture describes"
+            if row["op"] in ("PUT", "DELETE") and row["commit_ts"] is not None
+            else f"has op {row['op']!r} or no commit ts"
+        )  # fmt: skip
+        raise InputError(
+            f"capture {row['scan_id']}, region {row['region_id']}, key {bytes(row['key']).hex()}, "
+            f"commit_ts {row['commit_ts']}: the change {what}"
+        )
+
+    table_of_physical = {pid: i for i, t in enumerate(tables) for pid in t.physical_ids()}
+    live = {pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()}
+    counts_by_region = (
+        events.filter(F.col("scan_id").isin(in_chain)).groupBy("scan_id", "region_id").count().collect()
+    )
+    starts = {(link.scan.scan_id, r.region_id): r.start_key for link in chain for r in link.scan.regions}
+    region_counts = [(starts.get((r["scan_id"], r["region_id"]), b""), r["count"]) for r in counts_by_region]
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    plan = ch.CollapsePlan(
+        table_of_physical, live, floors, resolved_ts, ch.key_range_splits(region_counts, partitions * 2), partitions
+    )
+    collapsed = ch.collapse(parts, plan)
+    segment = F.lit(0)
+    for i, table in enumerate(tables):
+        bounds = [v.finished_ts for v in table.versions[1:]]
+        if bounds:
+            segment = F.when(F.col("table_idx") == i, ch.count_below("commit_ts", bounds)).otherwise(segment)
+    collapsed = collapsed.withColumn("segment", segment).persist()
+    counts = {
+        (r["table_idx"], r["segment"], r["op"]): r["count"]
+        for r in collapsed.groupBy("table_idx", "segment", "op").count().collect()
+    }
+    return collapsed, counts
+
+
+def _apply_table(
+    spark: SparkSession,
+    config: TidelakeConfig,
+    table: TrackedTable,
+    index: int,
+    collapsed: DataFrame,
+    counts: dict[tuple[int, int, str], int],
+    floor: int,
+    resolved_ts: int,
+    scans: list[str],
+    zero_dates: Any,
+) -> TableOutcome:
+    """Walk one table through its segments and DDL steps, each a tagged commit."""
+    from pyspark.sql import functions as F
+
+    app_id, warehouse = config.job.app_id, config.target.warehouse
+    versions = table.versions
+    outcome = TableOutcome(table.label)
+    for seg, version in enumerate(versions):
+        seg_end = versions[seg + 1].finished_ts if seg + 1 < len(versions) else None
+        if seg_end is not None and seg_end <= floor:
+            continue  # this segment and its DDL are already in the table
+        schema = version.schema
+        upserts = counts.get((index, seg, "PUT"), 0)
+        deletes = counts.get((index, seg, "DELETE"), 0)
+        if schema is not None and (seg_end is None or seg_end <= resolved_ts):
+            path = table_path(warehouse, schema)
+            create_table(spark, path, schema)
+            merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
+            metadata = _metadata(floor, merge_version, resolved_ts, scans, upserts, deletes, "merge")
+            if upserts or deletes:
+                rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
+                decoded = decode_changes(rows, schema, zero_dates)
+                with _decode_errors():
+                    if merge_changes(spark, path, schema, decoded, app_id=app_id, txn_version=merge_version, metadata=metadata):
+                        outcome.upserted += upserts
+                        outcome.deleted += deletes
+            elif merge_version == resolved_ts:
+                delta.advance_txn(spark, path, spark.read.format("delta").load(path).schema, app_id=app_id,
+                                  txn_version=resolved_ts, metadata=metadata)  # fmt: skip
+            outcome.path, outcome.resolved_ts = path, merge_version
+            outcome.delta_version = delta.table_version(spark, path)
+        if seg_end is not None and seg_end <= resolved_ts:
+            _apply_ddl(spark, config, version, versions[seg + 1], floor, resolved_ts, scans, outcome)
+    if outcome.resolved_ts is None:
+        outcome.reason = "table does not exist at the resolved ts"
+    return outcome
+
+
+def _apply_ddl(
+    spark: SparkSession,
+    config: TidelakeConfig,
+    before: SchemaVersion,
+    after: SchemaVersion,
+    floor: int,
+    resolved_ts: int,
+    scans: list[str],
+    outcome: TableOutcome,
+) -> None:
+    """One DDL step, tagged with the DDL's finished ts: drop, create, truncate, rename, or migrate rows."""
+    app_id, warehouse = config.job.app_id, config.target.warehouse
+    ts = after.finished_ts
+    metadata = _metadata(floor, ts, resolved_ts, scans, 0, 0, "ddl") | {"ddl_job_id": after.job_id, "ddl_type": after.job_type}
+    old, new = before.schema, after.schema
+    outcome.ddl_steps += 1
+    if new is None:
+        if old is not None:
+            fs.delete(spark, table_path(warehouse, old))
+        outcome.path, outcome.resolved_ts, outcome.delta_version = None, None, None
+        return
+    new_path = table_path(warehouse, new)
+    if old is None:
+        create_table(spark, new_path, new)
+        delta.advance_txn(spark, new_path, spark.read.format("delta").load(new_path).schema, app_id=app_id,
+                          txn_version=ts, metadata=metadata)  # fmt: skip
+    else:
+        old_path = table_path(warehouse, old)
+        if not delta.is_delta_table(spark, old_path):
+            return  # a crashed rename already moved it: the new path carries the step
+        current = spark.read.format("delta").load(old_path)
+        rows = current.limit(0) if new.table_id != old.table_id and not new.partition_names else migrate_rows(current, old, new)
+        overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+        if new_path != old_path:
+            fs.delete(spark, old_path)
+    outcome.path, outcome.resolved_ts = new_path, ts
+    outcome.delta_version = delta.table_version(spark, new_path)
+
+
+def _metadata(checkpoint: int, version: int, resolved: int, scans: list[str], up: int, down: int, step: str) -> dict[str, Any]:
+    return {
+        "checkpoint_ts": checkpoint,
+        "resolved_ts": version,
+        "run_resolved_ts": resolved,
+        "rows": {"upserted": up, "deleted": down},
+        "scans": scans,
+        "step": step,
+    }
+
+
+@contextmanager
+def _decode_errors() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        error = decode_error(exc)
+        if error is None:
+            raise
+        raise error from None

@@ -1,0 +1,87 @@
+"""The result of a backfill run: one object, rendered as rich tables or as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tidelake.tso import ts_to_datetime
+
+
+@dataclass
+class TableOutcome:
+    table: str  # db.table as first seen in the window
+    path: str | None = None
+    upserted: int = 0
+    deleted: int = 0
+    ddl_steps: int = 0
+    resolved_ts: int | None = None  # the transaction version the table reached
+    delta_version: int | None = None
+    reason: str | None = None  # why the table did not reach the run's resolved ts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "path": self.path,
+            "rows_upserted": self.upserted,
+            "rows_deleted": self.deleted,
+            "ddl_steps": self.ddl_steps,
+            "resolved_ts": self.resolved_ts,
+            "resolved_time": _utc(self.resolved_ts),
+            "delta_version": self.delta_version,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class RunResult:
+    job: str
+    checkpoint_ts: int | None
+    resolved_ts: int | None
+    scans: list[str]
+    tables: list[TableOutcome]
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    zero_dates: int = 0
+    blocked: str | None = None  # what holds the resolved ts back, if anything
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "checkpoint_ts": self.checkpoint_ts,
+            "resolved_ts": self.resolved_ts,
+            "resolved_time": _utc(self.resolved_ts),
+            "scans": self.scans,
+            "tables": [t.to_dict() for t in self.tables],
+            "zero_dates_as_null": self.zero_dates,
+            "blocked_by": self.blocked,
+            "note": self.note,
+            "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
+        }
+
+    def render(self, console: Console) -> None:
+        title = f"backfill {self.job!r}: {self.checkpoint_ts} → {self.resolved_ts} ({_utc(self.resolved_ts) or '-'})"
+        table = Table(title=title)
+        for name in ("table", "upserted", "deleted", "DDL steps", "resolved ts", "resolved (UTC)", "Delta version", "note"):
+            table.add_column(name, justify="left" if name in ("table", "note") else "right")
+        for t in self.tables:
+            table.add_row(
+                t.table, str(t.upserted), str(t.deleted), str(t.ddl_steps), str(t.resolved_ts or "-"),
+                _utc(t.resolved_ts) or "-", str(t.delta_version if t.delta_version is not None else "-"), t.reason or "",
+            )  # fmt: skip
+        console.print(table)
+        stages = ", ".join(f"{k} {v:.2f}s" for k, v in self.stage_seconds.items())
+        console.print(f"captures: {', '.join(self.scans) or '-'}; stages: {stages}")
+        if self.zero_dates:
+            console.print(f"zero dates written as NULL: {self.zero_dates}")
+        if self.blocked:
+            console.print(f"[yellow]resolved ts held back by[/] {self.blocked}")
+        if self.note:
+            console.print(self.note)
+
+
+def _utc(ts: int | None) -> str | None:
+    return ts_to_datetime(ts).isoformat(timespec="milliseconds") if ts is not None else None
