@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from backfill import changes as ch
 from backfill.catalog import Catalog, TrackedTable, build_catalog, parse_ddl_jobs_jsonl, parse_tables_jsonl
 from backfill.codec import SchemaVersion, TableSchema
-from backfill.decode import OP, decode_changes, decode_error
 from backfill.ddl import migrate_rows
+from backfill.decode import decode_changes, decode_error
 from backfill.events import input_errors, read_events
 from backfill.plan import ChainLink, ScanProgress, choose_chain, scan_progress
 from backfill.report import RunResult, TableOutcome
@@ -119,7 +119,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         chain = choose_chain(start, candidates, lambda s: progress[s.scan_id].resolved_ts)
         if not chain:
             blocked = _blocked_reason(progress.values())
-            return RunResult(config.job.name, start, start, [], [], clock.seconds, note=f"no progress: {blocked}")
+            return RunResult(config.job.name, start, start, [], [], clock.seconds, blocked=blocked, note="nothing new")
         resolved_ts = chain[-1].hi if until_ts is None else min(chain[-1].hi, until_ts)
         first = chain[0].scan
         schema = load_capture_schema(spark, first, config.target.tables, [link.scan for link in chain[1:]])

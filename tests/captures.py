@@ -57,10 +57,12 @@ def users_table(table_id: int = 100, name: str = "users", extra: list[dict[str, 
             "max_col_id": max(c["id"] for c in cols), "index_info": []}  # fmt: skip
 
 
-def ddl_job(job_id: int, job_type: int, db: str, table_info: dict[str, Any], finished_ts: int) -> dict[str, Any]:
+def ddl_job(job_id: int, job_type: int, db: str, table_info: dict[str, Any], finished_ts: int,
+            table_id: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """A done DDL job as TiDB writes it; `table_id` is the table the job ran on (the old id for TRUNCATE)."""
     return {
         "id": job_id, "type": job_type, "schema_name": db, "table_name": table_info["name"]["O"],
-        "table_id": table_info["id"], "state": 6, "query": f"-- job {job_id}",
+        "table_id": table_info["id"] if table_id is None else table_id, "state": 6, "query": f"-- job {job_id}",
         "binlog": {"SchemaVersion": job_id, "TableInfo": table_info, "FinishedTS": finished_ts},
     }  # fmt: skip
 

@@ -1,0 +1,207 @@
+"""Each DDL in its own test: rows before the DDL land with the old schema, the DDL reshapes the Delta
+table (idempotently, as a tagged commit), rows after it land with the new schema."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from backfill.pipeline import run_backfill
+from tests.captures import BIGINT, NOT_NULL, PRI_KEY, VARCHAR, Capture, column, ddl_job, users_table
+from tidelake import delta
+from tidelake.config import load_config
+
+pytestmark = pytest.mark.spark
+
+ADD_COLUMN, DROP_COLUMN, MODIFY_COLUMN, RENAME_COLUMN = 5, 6, 12, 37
+CREATE_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = 3, 4, 11, 14
+ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION = 19, 20, 23
+
+
+def setup(tmp_path: Path, tables, jobs, rows) -> tuple[object, Path]:
+    cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=tables, jobs=jobs)
+    for table, handle, values, commit in rows:
+        cap.put(1, table, handle, values, commit - 1, commit)
+    cap.init_and_resolve(390).write()
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[job]\nname = "ddl"\n[source]\npath = "{tmp_path / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    return load_config(conf), tmp_path / "wh"
+
+
+def read(spark, path: Path) -> tuple[list[str], list[tuple]]:
+    df = spark.read.format("delta").load(str(path))
+    return df.columns, sorted(tuple(r) for r in df.collect())
+
+
+def run_twice(spark, config, path: Path):
+    result = run_backfill(spark, config)
+    version = delta.table_version(spark, str(path))
+    again = run_backfill(spark, config)
+    assert delta.table_version(spark, str(path)) == version, "a rerun must not commit again"
+    assert again.note == "nothing new"
+    return result
+
+
+def test_add_column_existing_rows_read_the_origin_default(spark, tmp_path: Path) -> None:
+    before = users_table()
+    after = users_table(extra=[column(4, "city", VARCHAR, flen=32, origin_default="x")])
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, ADD_COLUMN, "app", after, 150)],
+        [(before, 1, {2: "ann", 3: 1}, 110), (after, 2, {2: "bob", 3: 2, 4: "paris"}, 160),
+         # committed at the DDL's finished ts: still the old schema (commit_ts - 1 rule)
+         (before, 3, {2: "cy", 3: 3}, 150)],
+    )  # fmt: skip
+    result = run_twice(spark, config, wh / "app" / "users")
+    cols, rows = read(spark, wh / "app" / "users")
+    assert cols == ["id", "name", "score", "city", "_tidb_commit_ts"]
+    assert rows == [(1, "ann", 1, "x", 110), (2, "bob", 2, "paris", 160), (3, "cy", 3, "x", 150)]
+    assert result.tables[0].ddl_steps == 1 and result.tables[0].resolved_ts == 390
+
+
+def test_drop_column(spark, tmp_path: Path) -> None:
+    before = users_table()
+    after = copy.deepcopy(before)
+    after["cols"] = after["cols"][:2]
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, DROP_COLUMN, "app", after, 150)],
+        [(before, 1, {2: "ann", 3: 1}, 110), (after, 2, {2: "bob"}, 160)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "users")
+    assert read(spark, wh / "app" / "users") == (["id", "name", "_tidb_commit_ts"], [(1, "ann", 110), (2, "bob", 160)])
+
+
+def test_rename_column_keeps_values(spark, tmp_path: Path) -> None:
+    before = users_table()
+    after = copy.deepcopy(before)
+    after["cols"][1]["name"] = {"O": "full_name", "L": "full_name"}
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, RENAME_COLUMN, "app", after, 150)],
+        [(before, 1, {2: "ann", 3: 1}, 110), (after, 2, {2: "bob", 3: 2}, 160)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "users")
+    cols, rows = read(spark, wh / "app" / "users")
+    assert cols == ["id", "full_name", "score", "_tidb_commit_ts"]
+    assert rows == [(1, "ann", 1, 110), (2, "bob", 2, 160)]
+
+
+def test_modify_column_widens_the_type(spark, tmp_path: Path) -> None:
+    before = users_table()
+    after = copy.deepcopy(before)
+    after["cols"][2] = column(5, "score", BIGINT, flen=20, offset=2)  # reorg: a new column id, same name
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, MODIFY_COLUMN, "app", after, 150)],
+        [(before, 1, {2: "ann", 3: 7}, 110), (after, 2, {2: "bob", 5: 2**40}, 160)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "users")
+    df = spark.read.format("delta").load(str(wh / "app" / "users"))
+    assert dict(df.dtypes)["score"] == "bigint"
+    assert sorted(tuple(r) for r in df.collect()) == [(1, "ann", 7, 110), (2, "bob", 2**40, 160)]
+
+
+def test_rename_table_moves_the_delta_table(spark, tmp_path: Path) -> None:
+    before = users_table()
+    after = users_table(name="members")
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, RENAME_TABLE, "app", after, 150)],
+        [(before, 1, {2: "ann", 3: 1}, 110), (after, 2, {2: "bob", 3: 2}, 160)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "members")
+    assert not (wh / "app" / "users").exists()
+    assert read(spark, wh / "app" / "members")[1] == [(1, "ann", 1, 110), (2, "bob", 2, 160)]
+
+
+def test_truncate_table_empties_it_and_drops_rows_of_the_old_id(spark, tmp_path: Path) -> None:
+    before = users_table(100)
+    after = users_table(101)
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, TRUNCATE_TABLE, "app", after, 150, table_id=100)],
+        [(before, 1, {2: "ann", 3: 1}, 110), (after, 5, {2: "eve", 3: 5}, 160),
+         (before, 9, {2: "late", 3: 9}, 170)],  # a row of the truncated id after the DDL: dropped, as TiCDC does
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "users")
+    assert read(spark, wh / "app" / "users")[1] == [(5, "eve", 5, 160)]
+
+
+def test_create_and_drop_table(spark, tmp_path: Path) -> None:
+    users = users_table(100)
+    orders = users_table(200, name="orders")
+    config, wh = setup(
+        tmp_path, [("app", users)],
+        [ddl_job(1, CREATE_TABLE, "app", orders, 150), ddl_job(2, DROP_TABLE, "app", users, 200)],
+        [(users, 1, {2: "ann", 3: 1}, 110), (orders, 7, {2: "o", 3: 70}, 160)],
+    )  # fmt: skip
+    result = run_twice(spark, config, wh / "app" / "orders")
+    assert not (wh / "app" / "users").exists()
+    assert read(spark, wh / "app" / "orders")[1] == [(7, "o", 70, 160)]
+    assert delta.recorded_txn_version(spark, str(wh / "app" / "orders"), "tidelake:ddl") == 390
+    assert {t.table for t in result.tables} == {"app.users", "app.orders"}
+
+
+def partitioned(definitions: list[tuple[int, str, str]]) -> dict:
+    table = users_table(300, name="events")
+    table["partition"] = {
+        "type": 1, "expr": "`id`", "enable": True, "num": len(definitions),
+        "definitions": [{"id": pid, "name": {"O": n, "L": n}, "less_than": [lt]} for pid, n, lt in definitions],
+    }  # fmt: skip
+    return table
+
+
+def pput(table: dict, pid: int):
+    """A row writer for one partition: partition rows use the partition's physical id in the key."""
+    row_table = copy.deepcopy(table)
+    row_table["id"] = pid
+    row_table.pop("partition")
+    return row_table
+
+
+def test_partition_ids_map_to_one_table_and_drop_partition_removes_its_rows(spark, tmp_path: Path) -> None:
+    before = partitioned([(301, "p0", "10"), (302, "p1", "MAXVALUE")])
+    after = partitioned([(302, "p1", "MAXVALUE")])
+    config, wh = setup(
+        tmp_path, [("app", before)], [ddl_job(1, DROP_PARTITION, "app", after, 150)],
+        [(pput(before, 301), 1, {2: "a", 3: 1}, 110), (pput(before, 302), 20, {2: "b", 3: 2}, 120),
+         (pput(after, 302), 30, {2: "c", 3: 3}, 160)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "events")
+    assert read(spark, wh / "app" / "events")[1] == [(20, "b", 2, 120), (30, "c", 3, 160)]
+
+
+def test_truncate_and_add_partition(spark, tmp_path: Path) -> None:
+    before = partitioned([(301, "p0", "10"), (302, "p1", "100")])
+    truncated = partitioned([(301, "p0", "10"), (303, "p1", "100")])
+    added = partitioned([(301, "p0", "10"), (303, "p1", "100"), (304, "p2", "MAXVALUE")])
+    config, wh = setup(
+        tmp_path, [("app", before)],
+        [ddl_job(1, TRUNCATE_PARTITION, "app", truncated, 150), ddl_job(2, ADD_PARTITION, "app", added, 170)],
+        [(pput(before, 301), 1, {2: "a", 3: 1}, 110), (pput(before, 302), 20, {2: "b", 3: 2}, 120),
+         (pput(truncated, 303), 21, {2: "c", 3: 3}, 160), (pput(added, 304), 500, {2: "d", 3: 4}, 180)],
+    )  # fmt: skip
+    run_twice(spark, config, wh / "app" / "events")
+    assert read(spark, wh / "app" / "events")[1] == [(1, "a", 1, 110), (21, "c", 3, 160), (500, "d", 4, 180)]
+
+
+def test_common_handle_table_deletes_by_key(spark, tmp_path: Path) -> None:
+    table = {
+        "id": 400, "name": {"O": "kv", "L": "kv"}, "is_common_handle": True, "state": 5,
+        "cols": [column(1, "k", VARCHAR, flag=NOT_NULL | PRI_KEY, flen=16, offset=0, charset="binary"),
+                 column(2, "n", BIGINT, flen=20, offset=1)],
+        "index_info": [{"id": 1, "idx_name": {"O": "PRIMARY", "L": "primary"}, "is_primary": True, "is_unique": True,
+                        "state": 5, "idx_cols": [{"name": {"O": "k", "L": "k"}, "offset": 0, "length": -1}]}],
+    }  # fmt: skip
+    from backfill.codec import TableSchema, encode_row, record_key
+
+    schema = TableSchema.from_table_info(table)
+    k = schema.by_name["k"]
+    cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=[("app", table)])
+    for i, (name, commit) in enumerate([(b"a", 110), (b"b", 120)]):
+        cap.event(1, "COMMITTED", start_ts=commit - 1, commit_ts=commit, op_type="PUT",
+                  key=record_key(400, [(k, name)]), value=encode_row(schema, {1: name, 2: i}))  # fmt: skip
+    cap.event(1, "COMMITTED", start_ts=129, commit_ts=130, op_type="DELETE", key=record_key(400, [(k, b"a")]), value=b"")
+    cap.init_and_resolve(390).write()
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[source]\npath = "{tmp_path / "scans"}"\n[target]\nwarehouse = "{tmp_path / "wh"}"\n')
+    run_backfill(spark, load_config(conf))
+    assert read(spark, tmp_path / "wh" / "app" / "kv")[1] == [(b"b", 1, 120)]
