@@ -95,8 +95,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         scans = list_scans(spark, config.source.path)
         if not scans:
             return RunResult(config.job.name, None, None, [], [], clock.seconds, note="no complete captures")
-        existing = _existing_checkpoints(spark, warehouse, app_id)
-        start = min(existing) if existing and None not in existing else min(s.checkpoint_ts for s in scans)
+        start = _run_start(spark, scans, config)
         candidates = [s for s in scans if s.current_ts > start]
         if not candidates:
             return RunResult(config.job.name, start, start, [], [], clock.seconds, note="nothing new")
@@ -131,26 +130,43 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     with clock.stage("collapse"), input_errors("events"):
         collapsed, counts = _collapse(spark, events, matched, chain, schema, tables, floors, resolved_ts, config)
 
-    outcomes = []
     zero_dates = spark.sparkContext.accumulator(0)
+    with clock.stage("decode"), _decode_errors():
+        # Decode everything before the first commit: bad row bytes must leave every table unchanged.
+        decoded = _decode_all(tables, collapsed, counts, zero_dates)
+    outcomes = []
     scans_used = [link.scan.scan_id for link in chain]
-    with clock.stage("decode+merge"):
+    with clock.stage("merge"):
         for index, table in enumerate(tables):
             outcomes.append(
-                _apply_table(spark, config, table, index, collapsed, counts, floors[index], resolved_ts, scans_used, zero_dates)
+                _apply_table(spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used)
             )
-    collapsed.unpersist()
-    matched.unpersist()
+    for frame in (*decoded.values(), collapsed, matched):
+        frame.unpersist()
     return RunResult(
         config.job.name, start, resolved_ts, scans_used, outcomes, clock.seconds,
         zero_dates=zero_dates.value, blocked=_blocked_reason(progress[link.scan.scan_id] for link in chain[-1:]),
     )  # fmt: skip
 
 
-def _existing_checkpoints(spark: SparkSession, warehouse: str, app_id: str) -> list[int | None]:
+def _run_start(spark: SparkSession, scans: Sequence[ScanManifest], config: TidelakeConfig) -> int:
+    """The lowest checkpoint among the tables: the Delta tables' recorded versions, lowered for tracked
+    tables that have no Delta table yet (a run killed before it created them starts them over)."""
     from backfill.status import target_tables
 
-    return [delta.recorded_txn_version(spark, uri, app_id) for _, _, uri in target_tables(spark, warehouse)]
+    app_id, warehouse = config.job.app_id, config.target.warehouse
+    recorded = [delta.recorded_txn_version(spark, uri, app_id) for _, _, uri in target_tables(spark, warehouse)]
+    if not recorded or None in recorded:
+        return min(s.checkpoint_ts for s in scans)
+    start = min(v for v in recorded if v is not None)
+    covering = [s for s in scans if s.checkpoint_ts <= start]
+    if not covering:
+        return start  # choose_chain reports the gap
+    first = max(covering, key=lambda s: s.checkpoint_ts)
+    for table in load_capture_schema(spark, first, config.target.tables).catalog.tables:
+        if table.schema_at(start) is not None and table_checkpoint(spark, table, warehouse, app_id) is None:
+            start = min(start, max(first.checkpoint_ts, table.start_ts))
+    return start
 
 
 def _region_summaries(matched: DataFrame) -> tuple[dict[str, dict[int, int | None]], list[str]]:
@@ -241,21 +257,35 @@ def _collapse(
     return collapsed, counts
 
 
+def _decode_all(
+    tables: Sequence[TrackedTable], collapsed: DataFrame, counts: dict[tuple[int, int, str], int], zero_dates: Any
+) -> dict[tuple[int, int], DataFrame]:
+    """Decoded rows per (table, segment), materialized (so decode errors surface here)."""
+    from pyspark.sql import functions as F
+
+    decoded = {}
+    for index, table in enumerate(tables):
+        for seg, version in enumerate(table.versions):
+            if version.schema is None or not (counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))):
+                continue
+            rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
+            decoded[(index, seg)] = decode_changes(rows, version.schema, zero_dates).persist()
+            decoded[(index, seg)].count()
+    return decoded
+
+
 def _apply_table(
     spark: SparkSession,
     config: TidelakeConfig,
     table: TrackedTable,
     index: int,
-    collapsed: DataFrame,
+    decoded: dict[tuple[int, int], DataFrame],
     counts: dict[tuple[int, int, str], int],
     floor: int,
     resolved_ts: int,
     scans: list[str],
-    zero_dates: Any,
 ) -> TableOutcome:
     """Walk one table through its segments and DDL steps, each a tagged commit."""
-    from pyspark.sql import functions as F
-
     app_id, warehouse = config.job.app_id, config.target.warehouse
     versions = table.versions
     outcome = TableOutcome(table.label)
@@ -271,13 +301,11 @@ def _apply_table(
             create_table(spark, path, schema)
             merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
             metadata = _metadata(floor, merge_version, resolved_ts, scans, upserts, deletes, "merge")
-            if upserts or deletes:
-                rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-                decoded = decode_changes(rows, schema, zero_dates)
-                with _decode_errors():
-                    if merge_changes(spark, path, schema, decoded, app_id=app_id, txn_version=merge_version, metadata=metadata):
-                        outcome.upserted += upserts
-                        outcome.deleted += deletes
+            if (index, seg) in decoded:
+                rows = decoded[(index, seg)]
+                if merge_changes(spark, path, schema, rows, app_id=app_id, txn_version=merge_version, metadata=metadata):
+                    outcome.upserted += upserts
+                    outcome.deleted += deletes
             elif merge_version == resolved_ts:
                 delta.advance_txn(spark, path, spark.read.format("delta").load(path).schema, app_id=app_id,
                                   txn_version=resolved_ts, metadata=metadata)  # fmt: skip

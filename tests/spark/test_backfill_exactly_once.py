@@ -1,0 +1,101 @@
+"""Exactly once: reruns add nothing, a run killed between two tables' commits finishes on rerun, and two
+windows in sequence equal one window over the same span."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import backfill.pipeline as pipeline
+from backfill.pipeline import run_backfill
+from tests.captures import Capture, users_table
+from tidelake import delta
+from tidelake.config import load_config
+
+pytestmark = pytest.mark.spark
+
+USERS, ORDERS = users_table(100, "users"), users_table(200, "orders")
+
+
+def write_captures(root: Path) -> None:
+    """Two overlapping captures over two tables: s2 re-delivers s1's tail."""
+    s1 = Capture(root, "s1", checkpoint_ts=100, current_ts=200, tables=[("app", USERS), ("app", ORDERS)])
+    s2 = Capture(root, "s2", checkpoint_ts=150, current_ts=300, tables=[("app", USERS), ("app", ORDERS)])
+    for commit in range(101, 300, 7):
+        handle = commit % 5
+        for cap in (s1, s2):
+            if cap.checkpoint_ts < commit <= cap.current_ts:
+                cap.put(1, USERS, handle, {2: f"u{commit}", 3: commit}, commit - 1, commit)
+                if commit % 3 == 0:
+                    cap.delete(1, 200, handle, commit - 1, commit)
+                else:
+                    cap.put(1, ORDERS, handle, {2: f"o{commit}", 3: -commit}, commit - 1, commit)
+    s1.init_and_resolve(190).write()
+    s2.init_and_resolve(290).write()
+
+
+def config(tmp_path: Path, warehouse: str):
+    conf = tmp_path / f"{warehouse}.toml"
+    conf.write_text(f'[job]\nname = "once"\n[source]\npath = "{tmp_path / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / warehouse}"\n')  # fmt: skip
+    return load_config(conf)
+
+
+def snapshot(spark, root: Path) -> dict[str, list[tuple]]:
+    return {
+        name: sorted(tuple(r) for r in spark.read.format("delta").load(str(root / "app" / name)).collect())
+        for name in ("users", "orders")
+    }
+
+
+def test_two_windows_equal_one_and_reruns_add_no_version(spark, tmp_path: Path) -> None:
+    write_captures(tmp_path / "scans")
+    one = config(tmp_path, "one")
+    assert run_backfill(spark, one).resolved_ts == 290
+
+    two = config(tmp_path, "two")
+    first = run_backfill(spark, two, until_ts=170)
+    assert first.resolved_ts == 170
+    assert delta.recorded_txn_version(spark, str(tmp_path / "two" / "app" / "users"), "tidelake:once") == 170
+    second = run_backfill(spark, two)
+    assert (second.checkpoint_ts, second.resolved_ts) == (170, 290)
+    assert snapshot(spark, tmp_path / "two") == snapshot(spark, tmp_path / "one")
+
+    versions = {n: delta.table_version(spark, str(tmp_path / "one" / "app" / n)) for n in ("users", "orders")}
+    run_backfill(spark, one)
+    assert versions == {n: delta.table_version(spark, str(tmp_path / "one" / "app" / n)) for n in versions}
+
+
+def test_killed_between_two_tables_commits_then_rerun_finishes_once(spark, tmp_path: Path, monkeypatch) -> None:
+    write_captures(tmp_path / "scans")
+    reference = config(tmp_path, "ref")
+    run_backfill(spark, reference)
+
+    crashing = config(tmp_path, "crash")
+    real_apply = pipeline._apply_table
+    calls = []
+
+    def apply_then_die(*args, **kwargs):
+        if calls:
+            raise SystemExit("killed")  # the second table never commits
+        calls.append(1)
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "_apply_table", apply_then_die)
+    with pytest.raises(SystemExit):
+        run_backfill(spark, crashing)
+    monkeypatch.setattr(pipeline, "_apply_table", real_apply)
+
+    root = tmp_path / "crash" / "app"
+    recorded = {n: delta.recorded_txn_version(spark, str(root / n), "tidelake:once") for n in ("users", "orders")}
+    assert sorted(recorded.values(), key=str) == [290, None] or list(recorded.values()).count(290) == 1
+    done = next(n for n, v in recorded.items() if v == 290)
+    done_version = delta.table_version(spark, str(root / done))
+
+    result = run_backfill(spark, crashing)
+    assert result.resolved_ts == 290
+    assert delta.table_version(spark, str(root / done)) == done_version, "the finished table is not written again"
+    assert snapshot(spark, tmp_path / "crash") == snapshot(spark, tmp_path / "ref")
+    for name, rows in snapshot(spark, tmp_path / "crash").items():
+        assert len({r[0] for r in rows}) == len(rows), f"duplicate keys in {name}"
