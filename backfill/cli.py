@@ -66,8 +66,16 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
 @app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
 def demo(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     """Simulate a TiDB workload, back-fill it in two windows, and show what each table reached."""
-    load_config(config)
-    raise NotBuiltYet("`backfill demo` is not built yet (issues: simulator, backfill pipeline)")
+    from backfill.demo import run_demo
+
+    settings = load_config(config)
+    session = open_session(f"tidelake-demo-{settings.job.name}", settings.spark)
+    try:
+        result = run_demo(session.spark, settings)
+        emit(result, as_json)
+    finally:
+        session.close()
+    return result.exit_code
 
 
 @app.command(

@@ -7,7 +7,7 @@ Per region stream (reference/tidb-kv-formats.md §1.4, tiflow `cdc/kv/matcher.go
   generation.
 - COMMIT takes the value of its prewrite. Before INITIALIZED a commit can arrive ahead of the prewrite
   the incremental scan will deliver, so it is cached and matched at INITIALIZED; a cached commit that still
-  has no prewrite was already delivered by the scan as COMMITTED and is dropped. After INITIALIZED a commit
+  has no prewrite (or only a fake one) was already delivered by the scan as COMMITTED and is dropped. After INITIALIZED a commit
   without a prewrite is a data error.
 - ROLLBACK drops the prewrite (deferred until INITIALIZED when it arrives before).
 - COMMITTED (incremental scan, 1PC) is self-contained.
@@ -163,10 +163,12 @@ class RegionMatcher:
         cached, self._cached_commits = self._cached_commits, []
         for commit in cached:
             prewrite = self._match(commit, True)
-            if prewrite is not None:
+            if prewrite is not None and (prewrite.value or prewrite.op_type == "DELETE"):
                 yield from self._emit(commit, prewrite)
             else:
-                self.dropped_commits += 1  # delivered by the incremental scan as COMMITTED
+                # No prewrite, or only a fake one (a lock rewrite seen before the scan reached the key): the
+                # commit happened before the snapshot, so the scan delivered it as COMMITTED, with its value.
+                self.dropped_commits += 1
         for rollback in self._cached_rollbacks:
             self._unmatched.pop(self._slot(rollback), None)
         self._cached_rollbacks = []

@@ -133,14 +133,14 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     zero_dates = spark.sparkContext.accumulator(0)
     with clock.stage("decode"), _decode_errors():
         # Decode everything before the first commit: bad row bytes must leave every table unchanged.
-        decoded = _decode_all(tables, collapsed, counts, zero_dates)
+        decoded, decode_tasks = _decode_all(tables, collapsed, counts, zero_dates)
     outcomes = []
     scans_used = [link.scan.scan_id for link in chain]
     with clock.stage("merge"):
         for index, table in enumerate(tables):
-            outcomes.append(
-                _apply_table(spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used)
-            )
+            outcome = _apply_table(spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used)
+            outcome.decode_tasks = decode_tasks.get(index, 0)
+            outcomes.append(outcome)
     for frame in (*decoded.values(), collapsed, matched):
         frame.unpersist()
     return RunResult(
@@ -259,19 +259,23 @@ def _collapse(
 
 def _decode_all(
     tables: Sequence[TrackedTable], collapsed: DataFrame, counts: dict[tuple[int, int, str], int], zero_dates: Any
-) -> dict[tuple[int, int], DataFrame]:
-    """Decoded rows per (table, segment), materialized (so decode errors surface here)."""
+) -> tuple[dict[tuple[int, int], DataFrame], dict[int, int]]:
+    """Decoded rows per (table, segment), materialized so decode errors surface before any commit; and per
+    table the number of tasks that decoded its rows (key-range parallelism at work)."""
     from pyspark.sql import functions as F
 
     decoded = {}
+    tasks: dict[int, set[int]] = {}
     for index, table in enumerate(tables):
         for seg, version in enumerate(table.versions):
             if version.schema is None or not (counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-            decoded[(index, seg)] = decode_changes(rows, version.schema, zero_dates).persist()
-            decoded[(index, seg)].count()
-    return decoded
+            frame = decode_changes(rows, version.schema, zero_dates).persist()
+            per_task = frame.groupBy(F.spark_partition_id().alias("task")).count().collect()
+            tasks.setdefault(index, set()).update(r["task"] for r in per_task)
+            decoded[(index, seg)] = frame
+    return decoded, {index: len(ids) for index, ids in tasks.items()}
 
 
 def _apply_table(

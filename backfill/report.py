@@ -21,6 +21,7 @@ class TableOutcome:
     resolved_ts: int | None = None  # the transaction version the table reached
     delta_version: int | None = None
     reason: str | None = None  # why the table did not reach the run's resolved ts
+    decode_tasks: int = 0  # Spark tasks that decoded this table's rows (key ranges at work)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -33,6 +34,7 @@ class TableOutcome:
             "resolved_time": _utc(self.resolved_ts),
             "delta_version": self.delta_version,
             "reason": self.reason,
+            "decode_tasks": self.decode_tasks,
         }
 
 

@@ -3,11 +3,11 @@
 Fast path: v2 rows of one table mostly share a header layout (same not-null and null column ids), so rows
 are grouped by header shape and each column is decoded for a whole group with numpy over the Arrow
 buffers: fixed-width cells are gathered with fancy indexing, packed times and decimals are unpacked
-arithmetically, strings are sliced into new Arrow buffers. Kinds without a numpy kernel (JSON, SET, BIT,
-TIME, wide DECIMAL ...) are decoded cell by cell for just that column. Rows the fast path cannot take
-(v1, checksummed or LARGE rows, common handles, any cell that fails a check) go through
-:func:`backfill.codec.row.decode_row`, which is the reference the fast path is tested against and the one
-place that raises CodecError with the row's location.
+arithmetically, strings are sliced into new Arrow buffers. JSON goes through :mod:`jsonvec` (text of
+same-shaped documents built with Arrow kernels); other kinds without a numpy kernel (SET, BIT, TIME, wide
+DECIMAL ...) are decoded once per distinct cell. Rows the fast path cannot take (v1, checksummed rows, any
+cell that fails a check) go through :func:`backfill.codec.row.decode_row`, which is the reference the fast
+path is tested against and the one place that raises CodecError with the row's location.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from backfill.codec import jsonvec
 from backfill.codec.errors import CodecError
+from backfill.codec.keys import decode_record_key
 from backfill.codec.mydecimal import DIG2BYTES, decimal_bin_size
-from backfill.codec.row import DecodeStats, decode_row
+from backfill.codec.row import DecodeStats, decode_row, handle_stored
 from backfill.codec.rowv2 import decode_cell
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, from_stored, int_bounds
@@ -91,6 +93,25 @@ def _int_handles(schema: TableSchema, keys: _Binary) -> tuple[np.ndarray, np.nda
     return ok, handles
 
 
+def _common_handles(schema: TableSchema, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(ok mask, handle datum tuples) for clustered-PK keys, decoded one by one (keys are short)."""
+    n = len(keys)
+    ok = np.zeros(n, bool)
+    handles = np.empty(n, dtype=object)
+    physical = set(schema.physical_ids)
+    for i, key in enumerate(keys.to_pylist()):
+        if key is None:
+            continue
+        try:
+            rk = decode_record_key(key)
+        except CodecError:
+            continue
+        if rk.table_id in physical and isinstance(rk.handle, tuple):
+            ok[i] = True
+            handles[i] = rk.handle
+    return ok, handles
+
+
 # ---------------------------------------------------------------- header groups
 
 @dataclass
@@ -103,13 +124,13 @@ class _Group:
 
 
 def _v2_groups(values: _Binary, candidates: np.ndarray) -> tuple[list[_Group], np.ndarray]:
-    """Split small, checksum-free v2 rows into header-shape groups; the rest is returned as fallback."""
+    """Split checksum-free v2 rows into header-shape groups; the rest is returned as fallback."""
     fallback = ~candidates
     lengths = values.lengths
     cand = candidates & (lengths >= 6)
     fallback |= candidates & ~cand
     hdr = values.gather(np.where(cand, values.starts, 0), 6)
-    good = cand & (hdr[:, 0] == 0x80) & (hdr[:, 1] == 0)
+    good = cand & (hdr[:, 0] == 0x80) & (hdr[:, 1] <= 1)  # no flag but LARGE (checksummed rows: per row)
     fallback |= cand & ~good
     n_not_null = hdr[:, 2].astype(np.int64) | (hdr[:, 3].astype(np.int64) << 8)
     n_null = hdr[:, 4].astype(np.int64) | (hdr[:, 5].astype(np.int64) << 8)
@@ -117,26 +138,27 @@ def _v2_groups(values: _Binary, candidates: np.ndarray) -> tuple[list[_Group], n
     idx = np.flatnonzero(good)
     if not len(idx):
         return groups, fallback
-    shape_keys = n_not_null[idx] * 65536 + n_null[idx]
-    for shape in np.unique(shape_keys):
+    shape_keys = (hdr[idx, 1].astype(np.int64) << 32) | (n_not_null[idx] << 16) | n_null[idx]
+    for shape in np.unique(shape_keys).tolist():
         rows = idx[shape_keys == shape]
-        a, b = int(shape // 65536), int(shape % 65536)
-        header_len = 6 + (a + b) + 2 * a
+        large, a, b = shape >> 32, (shape >> 16) & 0xFFFF, shape & 0xFFFF
+        id_size, off_size = (4, 4) if large else (1, 2)
+        header_len = 6 + id_size * (a + b) + off_size * a
         fits = lengths[rows] >= header_len
         fallback[rows[~fits]] = True
         rows = rows[fits]
         if not len(rows):
             continue
-        ids = values.gather(values.starts[rows] + 6, a + b) if a + b else np.zeros((len(rows), 0), np.uint8)
-        for sig_rows, sig in _split_by_signature(rows, ids):
-            not_null, nulls = tuple(int(x) for x in sig[:a]), tuple(int(x) for x in sig[a:])
+        id_bytes = values.gather(values.starts[rows] + 6, id_size * (a + b))
+        for sig_rows, sig in _split_by_signature(rows, id_bytes):
+            ids = _le_words(sig[None, :], id_size)[0].tolist() if a + b else []
+            not_null, nulls = tuple(ids[:a]), tuple(ids[a:])
             if not _ascending(not_null) or not _ascending(nulls) or set(not_null) & set(nulls):
                 fallback[sig_rows] = True
                 continue
             starts = values.starts[sig_rows]
             if a:
-                raw = values.gather(starts + 6 + a + b, 2 * a).reshape(len(sig_rows), a, 2).astype(np.int64)
-                ends = raw[:, :, 0] | (raw[:, :, 1] << 8)
+                ends = _le_words(values.gather(starts + 6 + id_size * (a + b), off_size * a), off_size)
                 ok = (np.diff(ends, axis=1) >= 0).all(axis=1)
                 ok &= ends[:, -1] == lengths[sig_rows] - header_len
             else:
@@ -146,6 +168,12 @@ def _v2_groups(values: _Binary, candidates: np.ndarray) -> tuple[list[_Group], n
             if ok.any():
                 groups.append(_Group(sig_rows[ok], not_null, nulls, starts[ok] + header_len, ends[ok]))
     return groups, fallback
+
+
+def _le_words(mat: np.ndarray, size: int) -> np.ndarray:
+    """(rows, k*size) uint8 -> (rows, k) int64 of little-endian unsigned words."""
+    words = np.ascontiguousarray(mat).view({1: "<u1", 2: "<u2", 4: "<u4"}[size])
+    return words.astype(np.int64)
 
 
 def _ascending(ids: tuple[int, ...]) -> bool:
@@ -211,7 +239,8 @@ def _floats(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) ->
     return pa.array(f.astype(np.float32) if col.kind == K.FLOAT32 else f, type=col.arrow_type)
 
 
-def _strings(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
+def _slice(values: _Binary, s: np.ndarray, e: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A string/binary Arrow array of the byte ranges ``[s, e)`` (one gather over the value buffer)."""
     lens = e - s
     offsets = np.zeros(len(s) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
@@ -221,17 +250,22 @@ def _strings(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -
         data = values.data[idx]
     else:
         data = np.zeros(0, np.uint8)
-    large = total >= 2**31 - 1
-    typ = (pa.large_string() if large else pa.string()) if col.kind == K.TEXT else \
-        (pa.large_binary() if large else pa.binary())
-    offsets_buf = pa.py_buffer(offsets.astype(np.int64 if large else np.int32))
-    arr = pa.Array.from_buffers(typ, len(s), [None, offsets_buf, pa.py_buffer(data)])
+    if total >= 2**31 - 1:
+        typ = pa.large_string() if pa.types.is_string(typ) else pa.large_binary()
+        offsets_buf = pa.py_buffer(offsets)
+    else:
+        offsets_buf = pa.py_buffer(offsets.astype(np.int32))
+    return pa.Array.from_buffers(typ, len(s), [None, offsets_buf, pa.py_buffer(data)])
+
+
+def _strings(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    arr = _slice(values, s, e, pa.string() if col.kind == K.TEXT else pa.binary())
     if col.kind == K.TEXT:
         try:
             arr.validate(full=True)  # UTF-8 check
         except pa.ArrowInvalid:
             raise _Bad(np.ones(len(s), bool)) from None
-    return arr.cast(col.arrow_type) if large else arr
+    return arr if arr.type == col.arrow_type else arr.cast(col.arrow_type)
 
 
 def _decimal128_from_int(lo: np.ndarray, hi: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -306,29 +340,36 @@ def _enums(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> 
 
 
 def _cells(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, int]:
-    """Cell-by-cell decode of one column (kinds without a numpy kernel)."""
-    data = memoryview(values.data)
-    out: list[Any] = []
-    zero = 0
-    bad = np.zeros(len(s), bool)
-    for i, (a, b) in enumerate(zip(s.tolist(), e.tolist(), strict=True)):
+    """Kinds without a numpy kernel (JSON, SET, TIME ...): decode each *distinct* cell once in Python.
+
+    Cells are sliced into an Arrow binary array and dictionary-encoded, so repeated values (common in
+    JSON/SET/TIME columns) cost one hash each; the decoded dictionary is expanded with ``take``.
+    """
+    cells = _slice(values, s, e, pa.binary())
+    encoded = cells.dictionary_encode()
+    indices = encoded.indices.to_numpy(zero_copy_only=False)
+    if col.kind == K.JSON and pa.types.is_binary(encoded.dictionary.type):
+        texts, bad_mask = jsonvec.cells_to_text(encoded.dictionary)
+        if bad_mask.any():
+            raise _Bad(np.isin(indices, np.flatnonzero(bad_mask)))
+        return texts.take(encoded.indices), 0
+    decoded: list[Any] = []
+    bad_codes: list[int] = []
+    zero_codes: list[int] = []
+    for code, cell in enumerate(encoded.dictionary.to_pylist()):
         try:
-            cell = bytes(data[a:b])
             v = from_stored(col, decode_cell(col, cell, 0, len(cell)))
         except CodecError:
-            bad[i] = True
-            out.append(None)
-            continue
-        if isinstance(v, ZeroDate):
-            zero += 1
+            bad_codes.append(code)
             v = None
-        out.append(v)
-    _check(bad)
-    return pa.array(out, type=col.arrow_type), zero
-
-
-_FAST_KINDS = {K.INT, K.UINT, K.UINT64, K.YEAR, K.FLOAT32, K.FLOAT64, K.TEXT, K.BINARY, K.DATE, K.DATETIME,
-               K.TIMESTAMP, K.ENUM}
+        if isinstance(v, ZeroDate):
+            zero_codes.append(code)
+            v = None
+        decoded.append(v)
+    if bad_codes:
+        raise _Bad(np.isin(indices, bad_codes))
+    zero = int(np.isin(indices, zero_codes).sum()) if zero_codes else 0
+    return pa.array(decoded, type=col.arrow_type).take(encoded.indices), zero
 
 
 def _decode_column(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, int]:
@@ -360,6 +401,22 @@ def _handle_array(col: ColumnSchema, handles: np.ndarray) -> pa.Array:
     return _ints(col, handles)
 
 
+def _common_handle_column(schema: TableSchema, col: ColumnSchema, handles: np.ndarray) -> pa.Array:
+    """A clustered-PK column the value does not carry, from each row's key datums."""
+    out = []
+    bad = np.zeros(len(handles), bool)  # undecodable, or a zero date (left to the per-row path to count)
+    for i, handle in enumerate(handles):
+        try:
+            v = from_stored(col, handle_stored(schema, handle, None)[col.id])
+        except CodecError:
+            v = None
+        if v is None or isinstance(v, ZeroDate):
+            bad[i] = True
+        out.append(v)
+    _check(bad)
+    return pa.array(out, type=col.arrow_type)
+
+
 def _decode_group(schema: TableSchema, values: _Binary, g: _Group, handles: np.ndarray,
                   fills: dict[int, Any]) -> tuple[pa.RecordBatch, DecodeStats]:
     n = len(g.rows)
@@ -371,6 +428,7 @@ def _decode_group(schema: TableSchema, values: _Binary, g: _Group, handles: np.n
     if schema.pk_kind == "rowid":
         arrays.append(pa.array(h, type=pa.int64()))
     handle_id = schema.handle_column.id if schema.handle_column is not None else None
+    common_ids = {c.id for c, _ in schema.common_handle}
     for col in schema.columns:
         i = position.get(col.id)
         if i is not None:
@@ -381,6 +439,8 @@ def _decode_group(schema: TableSchema, values: _Binary, g: _Group, handles: np.n
             arr = pa.nulls(n, col.arrow_type)
         elif col.id == handle_id:
             arr = _handle_array(col, h)
+        elif col.id in common_ids:
+            arr = _common_handle_column(schema, col, h)
         else:
             fill = fills[col.id]
             if isinstance(fill, ZeroDate):
@@ -437,7 +497,7 @@ def decode_batch(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeSta
     if schema.pk_kind in ("int", "rowid"):
         key_ok, handles = _int_handles(schema, keys)
     else:
-        key_ok, handles = np.zeros(n, bool), np.zeros(n, np.int64)
+        key_ok, handles = _common_handles(schema, keys_arr)
     groups, fallback = _v2_groups(values, key_ok & no_nulls)
     fills = {c.id: fill_value(c, tz) for c in schema.columns}
     pieces: list[tuple[np.ndarray, pa.RecordBatch]] = []

@@ -19,6 +19,7 @@ CREATE_SCHEMA, DROP_SCHEMA, CREATE_TABLE, DROP_TABLE = 1, 2, 3, 4
 ADD_COLUMN, DROP_COLUMN, TRUNCATE_TABLE, MODIFY_COLUMN, RENAME_TABLE = 5, 6, 11, 12, 14
 ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION, EXCHANGE_PARTITION = 19, 20, 23, 42
 RENAME_TABLES, CREATE_TABLES, MULTI_SCHEMA_CHANGE, REORGANIZE_PARTITION = 47, 60, 61, 64
+RECOVER_TABLE_TYPES = (38, 39)  # recover table, flashback table: bring a dropped table back
 JOB_DONE, JOB_SYNCED = 4, 6
 
 
@@ -180,5 +181,3 @@ class SchemaHistory:
     def all_physical_ids(self) -> frozenset[int]:
         return frozenset(p for v in self.versions if v.schema for p in v.schema.physical_ids)
 
-
-RECOVER_TABLE_TYPES = (38, 39)  # recover table, flashback table: bring a dropped table back

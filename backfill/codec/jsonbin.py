@@ -165,6 +165,21 @@ def to_text(code: int, buf: bytes) -> str:
     return "".join(out)
 
 
+def cell_to_text(cell: bytes) -> str:
+    """Canonical text of a row-v2 JSON cell (type code byte + binary value), checking its length."""
+    if not cell:
+        raise CodecError("empty JSON value")
+    code = cell[0]
+    if binary_size(code, cell, 1) != len(cell) - 1:
+        raise CodecError("JSON value length does not match its cell")
+    out: list[str] = []
+    try:
+        _write(out, code, cell, 1, len(cell), 0)
+    except (struct.error, IndexError):
+        raise CodecError("truncated JSON value") from None
+    return "".join(out)
+
+
 def _past_end(pos: int, limit: int) -> CodecError:
     return CodecError(f"JSON value runs past its end ({pos} > {limit})", offset=pos)
 
@@ -238,25 +253,20 @@ def _write_container(out: list[str], code: int, buf: bytes, pos: int, limit: int
     entries = pos + 8 + (6 * count if is_obj else 0)
     if end > limit or entries + 5 * count > end:
         raise CodecError(f"JSON container of {count} elements does not fit its {size} bytes", offset=pos)
+    fields = _entry_struct(is_obj, count).unpack_from(buf, pos + 8)
     append = out.append
-    append("{" if is_obj else "[")
-    keys = _KEY_TEXT
+    if is_obj:
+        key_texts = _object_keys(buf, pos, end, fields[: 2 * count])
+        append("{")
+    else:
+        append("[")
     for i in range(count):
-        if i:
-            append(", ")
         if is_obj:
-            key_off, key_len = _KEY_ENTRY.unpack_from(buf, pos + 8 + 6 * i)
-            k = pos + key_off
-            if k + key_len > end:
-                raise _past_end(k + key_len, end)
-            raw_key = buf[k : k + key_len]
-            text = keys.get(raw_key)
-            if text is None:
-                if len(keys) > 4096:
-                    keys.clear()
-                text = keys[raw_key] = quote_string(raw_key) + ": "
-            append(text)
-        vcode, voff = _VALUE_ENTRY.unpack_from(buf, entries + 5 * i)
+            append(key_texts[i])
+        elif i:
+            append(", ")
+        vcode = fields[2 * count + 2 * i] if is_obj else fields[2 * i]
+        voff = fields[2 * count + 2 * i + 1] if is_obj else fields[2 * i + 1]
         if vcode == LITERAL:
             lit = voff & 0xFF
             if lit > LIT_FALSE:
@@ -276,7 +286,50 @@ def _write_container(out: list[str], code: int, buf: bytes, pos: int, limit: int
     append("}" if is_obj else "]")
 
 
-_KEY_TEXT: dict[bytes, str] = {}  # object keys repeat across rows: cache their quoted text
+_ENTRY_STRUCTS: dict[tuple[bool, int], struct.Struct] = {}
+
+
+def _entry_struct(is_obj: bool, count: int) -> struct.Struct:
+    """One struct for all key entries (u32 off, u16 len) and value entries (u8 type, u32) of a container."""
+    st = _ENTRY_STRUCTS.get((is_obj, count))
+    if st is None:
+        st = struct.Struct("<" + ("IH" * count if is_obj else "") + "BI" * count)
+        if count <= 256:
+            _ENTRY_STRUCTS[(is_obj, count)] = st
+    return st
+
+
+_KEY_TEXTS: dict[tuple[tuple[int, ...], bytes], list[str]] = {}
+
+
+def _object_keys(buf: bytes, pos: int, end: int, key_fields: tuple[int, ...]) -> list[str]:
+    """Quoted key texts (``"k": ``, with the ``, `` separator before all but the first) of an object.
+
+    Objects of one column mostly share their keys: the texts are cached by the key entries plus the key
+    bytes they cover, and only cached when every key lies inside those bytes, so a hit is always exact.
+    """
+    if not key_fields:
+        return []
+    k0 = pos + key_fields[0]
+    k1 = pos + key_fields[-2] + key_fields[-1]
+    cache_key = (key_fields, buf[k0:k1])
+    texts = _KEY_TEXTS.get(cache_key)
+    if texts is not None:
+        return texts
+    texts = []
+    contained = True
+    for i in range(0, len(key_fields), 2):
+        k = pos + key_fields[i]
+        n = key_fields[i + 1]
+        if k + n > end:
+            raise _past_end(k + n, end)
+        contained = contained and k0 <= k and k + n <= k1
+        texts.append((", " if i else "") + quote_string(buf[k : k + n]) + ": ")
+    if contained:
+        if len(_KEY_TEXTS) > 4096:
+            _KEY_TEXTS.clear()
+        _KEY_TEXTS[cache_key] = texts
+    return texts
 
 
 _ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",

@@ -90,14 +90,16 @@ def decode_row_v1(columns: Iterable[ColumnSchema], value: bytes) -> dict[int, An
     out: dict[int, Any] = {}
     if value == bytes([NIL_FLAG]):
         return out
+    seen: set[int] = set()
     pos = 0
     while pos < len(value):
         id_pos = pos
+        if value[pos] != VARINT_FLAG:
+            raise CodecError(f"v1 column id has datum flag {value[pos]:#04x}, not varint", offset=id_pos)
         cid, pos = decode_datum(value, pos)
-        if not isinstance(cid, int) or isinstance(cid, bool):
-            raise CodecError("v1 column id is not an int datum", offset=id_pos)
-        if cid in out:
+        if cid in seen:
             raise CodecError(f"column id {cid} appears twice", offset=id_pos)
+        seen.add(cid)
         val_pos = pos
         datum, pos = decode_datum(value, pos)
         col = wanted.get(cid)

@@ -160,10 +160,6 @@ def parse_row_v2(value: bytes) -> RowV2Layout:
     return RowV2Layout(tuple(not_null), tuple(nulls), tuple(offsets), data_start, large)
 
 
-_NULL = object()
-ABSENT = object()
-
-
 def decode_cell(col: ColumnSchema, value: bytes, start: int, end: int) -> Any:
     """Stored datum of one column from its v2 bytes ``value[start:end]``."""
     kind = col.kind

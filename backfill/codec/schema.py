@@ -248,7 +248,7 @@ class TableSchema:
 
     def _arrow_nullable(self, col: ColumnSchema) -> bool:
         # Zero dates decode to NULL even in NOT NULL columns, so temporal columns are always nullable.
-        return col.nullable or col.kind in (ColumnKind.DATE, ColumnKind.DATETIME, ColumnKind.TIMESTAMP)
+        return col.nullable or col.kind in TIME_KINDS
 
     @property
     def output_names(self) -> tuple[str, ...]:
@@ -271,7 +271,9 @@ class TableSchema:
         """Build from TiDB TableInfo JSON (a dict as ``json.loads`` gives it)."""
         try:
             table_id = int(table_info["id"])
-            all_cols = [ColumnSchema.from_column_info(c) for c in table_info.get("cols") or ()]
+            if not isinstance(table_info.get("cols"), list):
+                raise KeyError("cols")
+            all_cols = [ColumnSchema.from_column_info(c) for c in table_info["cols"]]
         except (KeyError, TypeError, ValueError) as e:
             raise CodecError(f"bad TableInfo: {e!r}") from e
         visible = [c for c in all_cols if c.state == STATE_PUBLIC and not c.hidden and not c.is_virtual]

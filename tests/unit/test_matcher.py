@@ -85,6 +85,15 @@ def test_cached_commit_without_prewrite_is_dropped_as_delivered_by_the_scan() ->
     assert m.dropped_commits == 1
 
 
+def test_cached_commit_with_only_a_fake_prewrite_is_left_to_the_scan() -> None:
+    # A new region's stream: a lock rewrite (no value) and the commit arrive before the scan, which then
+    # delivers the committed version itself. The commit must not become a PUT without a row.
+    stream = Stream().prewrite(10, value=b"").commit(10, 11).committed(10, 11, value=b"scan").init()
+    out, m = run(stream)
+    assert out == [RowChange(K1, "PUT", b"scan", 10, 11)]
+    assert m.dropped_commits == 1 and m.open_locks == 0
+
+
 def test_commit_without_prewrite_after_initialized_is_a_data_error() -> None:
     with pytest.raises(MatchError, match=r"region 7, seq 1, key 74800000000000002d5f728000000000000001, start_ts 10, commit_ts 11: commit without a prewrite"):
         run(Stream().init().commit(10, 11))

@@ -1,0 +1,48 @@
+"""Key-range parallelism (seed 003): one hot table with many regions is decoded by more than one task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backfill.changes import key_range_splits
+from backfill.codec import record_key
+from backfill.pipeline import run_backfill
+from tests.captures import Capture, users_table
+from tidelake.config import load_config
+
+pytestmark = pytest.mark.spark
+
+
+def test_splits_follow_region_boundaries_and_balance_events() -> None:
+    regions = [(b"a", 10), (b"b", 10), (b"c", 10), (b"d", 10), (b"e", 0), (b"", 0)]
+    assert key_range_splits(regions, 2) == [b"c"]
+    assert key_range_splits(regions, 4) == [b"b", b"c", b"d"]
+    assert key_range_splits([(b"a", 100), (b"b", 1)], 4) == [b"b"]
+    assert key_range_splits(regions, 1) == []
+
+
+def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> None:
+    hot, cold = users_table(100, "hot"), users_table(200, "cold")
+    bounds = [record_key(100, h) for h in range(0, 800, 100)]
+    regions = [(1, b"", bounds[1])]
+    regions += [(i + 2, bounds[i + 1], bounds[i + 2]) for i in range(len(bounds) - 2)]
+    regions.append((99, bounds[-1], b""))
+    cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=9000, regions=regions,
+                  tables=[("app", hot), ("app", cold)])  # fmt: skip
+    for handle in range(800):
+        region = next(r for r, s, e in regions if s <= record_key(100, handle) and (not e or record_key(100, handle) < e))
+        cap.put(region, hot, handle, {2: f"h{handle}", 3: handle}, 200 + handle, 201 + handle)
+    cap.put(99, cold, 1, {2: "c", 3: 1}, 150, 151)
+    cap.init_and_resolve(8000).write()
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[source]\npath = "{tmp_path / "scans"}"\n[target]\nwarehouse = "{tmp_path / "wh"}"\n')
+
+    result = run_backfill(spark, load_config(conf))
+
+    by_name = {t.table: t for t in result.tables}
+    assert by_name["app.hot"].upserted == 800
+    assert by_name["app.hot"].decode_tasks > 1, "the hot table must spread over several tasks"
+    assert by_name["app.cold"].decode_tasks == 1
+    assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "hot")).count() == 800
