@@ -300,7 +300,9 @@ def _apply_table(
         schema = version.schema
         upserts = counts.get((index, seg, "PUT"), 0)
         deletes = counts.get((index, seg, "DELETE"), 0)
-        if schema is not None and (seg_end is None or seg_end <= resolved_ts):
+        if version.finished_ts >= resolved_ts:
+            break  # this segment starts after the run's resolved ts: the next run's work
+        if schema is not None:
             path = table_path(warehouse, schema)
             create_table(spark, path, schema)
             merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
