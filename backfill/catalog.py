@@ -36,7 +36,9 @@ def parse_tables_jsonl(text: str, where: str) -> list[TableDoc]:
             doc = json.loads(line)
             docs.append(TableDoc(str(doc["schema_name"]), doc["table_info"]))
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(f"{where}: line {number}: not a {{schema_name, table_info}} object ({exc})") from None
+            raise InputError(
+                f"{where}: line {number}: not a {{schema_name, table_info}} object ({exc})"
+            ) from None
     return docs
 
 
@@ -81,8 +83,9 @@ class TrackedTable:
 
     @property
     def label(self) -> str:
-        db, table = self.names()[0]
-        return f"{db}.{table}"
+        """`db.table`, with the last name too when the table was renamed in the window."""
+        names = [f"{db}.{table}" for db, table in self.names()]
+        return names[0] if len(names) == 1 else f"{names[0]} → {names[-1]}"
 
     def physical_ids(self) -> frozenset[int]:
         return self.history.all_physical_ids()
@@ -137,7 +140,10 @@ def build_catalog(
             tracked.append(TrackedTable(history, initial_ts))
         known = {(t.names()[0]) for t in tracked}
         for job in sorted(jobs, key=job_finished_ts):
-            if int(job.get("type", 0)) not in (CREATE_TABLE, CREATE_TABLES) or job_finished_ts(job) <= initial_ts:
+            if (
+                int(job.get("type", 0)) not in (CREATE_TABLE, CREATE_TABLES)
+                or job_finished_ts(job) <= initial_ts
+            ):
                 continue
             for info in _job_table_infos(job):
                 db, name = str(job.get("schema_name") or ""), _name(info)

@@ -38,7 +38,9 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
     stream = stream.sort_by("seq")
     scan_id = stream.column("scan_id")[0].as_py()
     region_id = stream.column("region_id")[0].as_py()
-    matcher = RegionMatcher(region_id, stream.column("scan_checkpoint_ts")[0].as_py(), where=f"scan {scan_id}")
+    matcher = RegionMatcher(
+        region_id, stream.column("scan_checkpoint_ts")[0].as_py(), where=f"scan {scan_id}"
+    )
     cols = {name: stream.column(name).to_pylist() for name in
             ("seq", "type", "start_ts", "commit_ts", "op_type", "key", "value", "generation", "resolved_ts")}  # fmt: skip
     out: dict[str, list[object]] = {name: [] for name, _ in _MATCH_FIELDS}
@@ -61,7 +63,12 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
                     commit_ts=change.commit_ts)  # fmt: skip
     except MatchError as exc:
         row("error", message=str(exc))
-    row("region", resolved_ts=matcher.resolved_ts, initialized=matcher.initialized, open_locks=matcher.open_locks)
+    row(
+        "region",
+        resolved_ts=matcher.resolved_ts,
+        initialized=matcher.initialized,
+        open_locks=matcher.open_locks,
+    )
     return pa.Table.from_pydict(out, schema=MATCH_OUTPUT_ARROW)
 
 
@@ -77,9 +84,9 @@ def committed_changes(events: DataFrame) -> DataFrame:
     """COMMITTED events (incremental scan, 1PC) as changes; stale ones (at or below the checkpoint) dropped."""
     from pyspark.sql import functions as F
 
-    return events.filter((F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))).select(
-        "scan_id", "region_id", "key", F.col("op_type").alias("op"), "value", "start_ts", "commit_ts"
-    )
+    return events.filter(
+        (F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))
+    ).select("scan_id", "region_id", "key", F.col("op_type").alias("op"), "value", "start_ts", "commit_ts")
 
 
 def bad_change_rows(changes: DataFrame) -> Column:
@@ -102,7 +109,9 @@ def in_windows(windows: Mapping[str, tuple[int, int]]) -> Column:
     condition = F.lit(False)
     for scan_id, (lo, hi) in windows.items():
         condition = condition | (
-            (F.col("scan_id") == scan_id) & (F.col("commit_ts") > F.lit(lo)) & (F.col("commit_ts") <= F.lit(hi))
+            (F.col("scan_id") == scan_id)
+            & (F.col("commit_ts") > F.lit(lo))
+            & (F.col("commit_ts") <= F.lit(hi))
         )
     return condition
 
@@ -221,8 +230,18 @@ def collapse(changes: DataFrame, plan: CollapsePlan) -> DataFrame:
     )
     partitioned = ranked.repartitionByRange(plan.partitions, "bucket")
     last = partitioned.groupBy("bucket", "table_idx", "handle").agg(
-        F.max_by(F.struct("commit_ts", "op", "value", "key", "physical_id", "start_ts"), F.col("version")).alias("c")
+        F.max_by(
+            F.struct("commit_ts", "op", "value", "key", "physical_id", "start_ts"), F.col("version")
+        ).alias("c")
     )
     return last.select(
-        "bucket", "table_idx", "handle", "c.commit_ts", "c.op", "c.value", "c.key", "c.physical_id", "c.start_ts"
+        "bucket",
+        "table_idx",
+        "handle",
+        "c.commit_ts",
+        "c.op",
+        "c.value",
+        "c.key",
+        "c.physical_id",
+        "c.start_ts",
     )

@@ -35,7 +35,9 @@ JsonOption = Annotated[
 def run(
     config: ConfigOption = None,
     as_json: JsonOption = False,
-    until_ts: Annotated[int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")] = None,
+    until_ts: Annotated[
+        int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")
+    ] = None,
 ) -> int:
     """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
     from backfill.pipeline import run_backfill

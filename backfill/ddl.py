@@ -37,7 +37,9 @@ def default_literal(column: Any) -> Column:
     if isinstance(value, bytes):
         return F.lit(bytearray(value)).cast(column.spark_type)
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return F.lit(value.astimezone(dt.UTC).replace(tzinfo=None)).cast("timestamp_ntz").cast(column.spark_type)
+        return (
+            F.lit(value.astimezone(dt.UTC).replace(tzinfo=None)).cast("timestamp_ntz").cast(column.spark_type)
+        )
     if isinstance(value, Decimal):
         return F.lit(str(value)).cast(column.spark_type)
     return F.lit(value).cast(column.spark_type)
@@ -93,8 +95,10 @@ def partition_membership(schema: TableSchema, physical_id: int) -> Column:
     index = next((i for i, d in enumerate(definitions) if int(d["id"]) == physical_id), None)
     expr = _partition_column(schema, info)
     if index is None or expr is None:
-        raise InputError(f"table {schema.schema_name}.{schema.name}: cannot tell which rows are in partition "
-                         f"{physical_id} (partition expression {info.get('expr')!r} is not a plain column)")
+        raise InputError(
+            f"table {schema.schema_name}.{schema.name}: cannot tell which rows are in partition "
+            f"{physical_id} (partition expression {info.get('expr')!r} is not a plain column)"
+        )
     column = F.col(quote(expr))
     if kind == RANGE:
         upper = definitions[index].get("less_than") or ["MAXVALUE"]

@@ -70,7 +70,9 @@ def decode_changes_batch(schema: TableSchema, batch: pa.RecordBatch) -> tuple[pa
         parts.append(pa.RecordBatch.from_pylist(rows, schema=_nullable(target)))
     # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.
     table = pa.Table.from_batches([part.cast(_nullable(target)) for part in parts], schema=_nullable(target))
-    return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(target), zero_dates
+    return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(
+        target
+    ), zero_dates
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -81,7 +83,9 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=_nullable(schema))
 
 
-def decode_changes(changes: DataFrame, schema: TableSchema, zero_dates: Accumulator[int] | None = None) -> DataFrame:
+def decode_changes(
+    changes: DataFrame, schema: TableSchema, zero_dates: Accumulator[int] | None = None
+) -> DataFrame:
     """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version."""
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -94,7 +98,9 @@ def decode_changes(changes: DataFrame, schema: TableSchema, zero_dates: Accumula
                 zero_dates.add(zeros)
             yield out
 
-    return changes.select("key", "value", "op", "commit_ts").mapInArrow(decode, spark_ddl(schema, nullable=True))
+    return changes.select("key", "value", "op", "commit_ts").mapInArrow(
+        decode, spark_ddl(schema, nullable=True)
+    )
 
 
 def decode_error(exc: BaseException) -> InputError | None:

@@ -47,7 +47,9 @@ class DemoResult:
         }
 
     def render(self, console: Console) -> None:
-        console.print(f"[bold]simulated[/] {self.simulated_events} TiKV CDC events in {len(self.scans)} captures")
+        console.print(
+            f"[bold]simulated[/] {self.simulated_events} TiKV CDC events in {len(self.scans)} captures"
+        )
         for number, window in enumerate(self.windows, 1):
             console.rule(f"window {number}: checkpoint {format_ts(window.checkpoint_ts or 0)}")
             window.render(console)
@@ -59,7 +61,9 @@ class DemoResult:
 def _fresh(path: Path) -> None:
     if path.exists():
         if not (path / MARKER).exists():
-            raise ConfigError(f"{path}: exists and was not made by the demo; choose another [demo] out / warehouse")
+            raise ConfigError(
+                f"{path}: exists and was not made by the demo; choose another [demo] out / warehouse"
+            )
         shutil.rmtree(path)
     path.mkdir(parents=True)
     (path / MARKER).write_text("made by `backfill demo`; deleted by the next demo run\n")
@@ -70,7 +74,9 @@ def run_demo(spark: SparkSession, config: TidelakeConfig) -> DemoResult:
 
     out, warehouse = Path(config.demo.out), Path(config.target.warehouse)
     if "://" in config.target.warehouse or "://" in config.demo.out:
-        raise ConfigError("the demo runs on local folders: [demo] out and [target] warehouse must be local paths")
+        raise ConfigError(
+            "the demo runs on local folders: [demo] out and [target] warehouse must be local paths"
+        )
     _fresh(out)
     _fresh(warehouse)
     sim = simulate(
@@ -79,7 +85,10 @@ def run_demo(spark: SparkSession, config: TidelakeConfig) -> DemoResult:
             txns=config.demo.txns, scans=config.demo.scans,
         )
     )  # fmt: skip
-    scans = [{"scan_id": s.scan_id, "checkpoint_ts": s.checkpoint_ts, "resolved_ts": s.resolved_ts} for s in sim.scans]
+    scans = [
+        {"scan_id": s.scan_id, "checkpoint_ts": s.checkpoint_ts, "resolved_ts": s.resolved_ts}
+        for s in sim.scans
+    ]
     result = DemoResult(sim.events, scans)
     first_window_end = sim.scans[0].resolved_ts if len(sim.scans) > 1 else None
     result.windows.append(run_backfill(spark, config, until_ts=first_window_end))

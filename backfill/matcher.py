@@ -184,7 +184,11 @@ class RegionMatcher:
         self.resolved_ts = ts
 
     def _check_above_resolved(self, event: StreamEvent) -> None:
-        if self.resolved_ts is not None and event.commit_ts is not None and event.commit_ts <= self.resolved_ts:
+        if (
+            self.resolved_ts is not None
+            and event.commit_ts is not None
+            and event.commit_ts <= self.resolved_ts
+        ):
             raise self._error(
                 event, f"commit_ts {event.commit_ts} arrives after the region resolved ts {self.resolved_ts}"
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from backfill import changes as ch
@@ -88,6 +88,11 @@ def table_checkpoint(spark: SparkSession, table: TrackedTable, warehouse: str, a
 
 def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int | None = None) -> RunResult:
     """Apply every complete capture past the tables' checkpoints, up to the global resolved ts."""
+    config = replace(
+        config,
+        source=replace(config.source, path=fs.qualify(spark, config.source.path)),
+        target=replace(config.target, warehouse=fs.qualify(spark, config.target.warehouse)),
+    )  # Delta wants absolute locations; relative config paths are relative to the working directory
     clock = StageClock()
     app_id = config.job.app_id
     warehouse = config.target.warehouse
@@ -111,24 +116,28 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         schemas = {s.scan_id: load_capture_schema(spark, s, config.target.tables) for s in candidates}
         progress = {
             s.scan_id: scan_progress(
-                s, regions.get(s.scan_id, {}), {t.label: sorted(t.physical_ids()) for t in schemas[s.scan_id].catalog.tables}
+                s,
+                regions.get(s.scan_id, {}),
+                {t.label: sorted(t.physical_ids()) for t in schemas[s.scan_id].catalog.tables},
             )
             for s in candidates
         }
         chain = choose_chain(start, candidates, lambda s: progress[s.scan_id].resolved_ts)
         if not chain:
             blocked = _blocked_reason(progress.values())
-            return RunResult(config.job.name, start, start, [], [], clock.seconds, blocked=blocked, note="nothing new")
+            return RunResult(
+                config.job.name, start, start, [], [], clock.seconds, blocked=blocked, note="nothing new"
+            )
         resolved_ts = chain[-1].hi if until_ts is None else min(chain[-1].hi, until_ts)
         first = chain[0].scan
         schema = load_capture_schema(spark, first, config.target.tables, [link.scan for link in chain[1:]])
 
     tables = list(schema.catalog.tables)
-    floors = {
-        i: (table_checkpoint(spark, t, warehouse, app_id) or t.start_ts) for i, t in enumerate(tables)
-    }
+    floors = {i: (table_checkpoint(spark, t, warehouse, app_id) or t.start_ts) for i, t in enumerate(tables)}
     with clock.stage("collapse"), input_errors("events"):
-        collapsed, counts = _collapse(spark, events, matched, chain, schema, tables, floors, resolved_ts, config)
+        collapsed, counts = _collapse(
+            spark, events, matched, chain, schema, tables, floors, resolved_ts, config
+        )
 
     zero_dates = spark.sparkContext.accumulator(0)
     with clock.stage("decode"), _decode_errors():
@@ -138,7 +147,9 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     scans_used = [link.scan.scan_id for link in chain]
     with clock.stage("merge"):
         for index, table in enumerate(tables):
-            outcome = _apply_table(spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used)
+            outcome = _apply_table(
+                spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used
+            )
             outcome.decode_tasks = decode_tasks.get(index, 0)
             outcomes.append(outcome)
     for frame in (*decoded.values(), collapsed, matched):
@@ -155,7 +166,9 @@ def _run_start(spark: SparkSession, scans: Sequence[ScanManifest], config: Tidel
     from backfill.status import target_tables
 
     app_id, warehouse = config.job.app_id, config.target.warehouse
-    recorded = [delta.recorded_txn_version(spark, uri, app_id) for _, _, uri in target_tables(spark, warehouse)]
+    recorded = [
+        delta.recorded_txn_version(spark, uri, app_id) for _, _, uri in target_tables(spark, warehouse)
+    ]
     if not recorded or None in recorded:
         return min(s.checkpoint_ts for s in scans)
     start = min(v for v in recorded if v is not None)
@@ -172,16 +185,20 @@ def _run_start(spark: SparkSession, scans: Sequence[ScanManifest], config: Tidel
 def _region_summaries(matched: DataFrame) -> tuple[dict[str, dict[int, int | None]], list[str]]:
     from pyspark.sql import functions as F
 
-    rows = matched.filter(F.col("kind").isin("region", "error")).select(
-        "kind", "scan_id", "region_id", "resolved_ts", "initialized", "message"
-    ).collect()
+    rows = (
+        matched.filter(F.col("kind").isin("region", "error"))
+        .select("kind", "scan_id", "region_id", "resolved_ts", "initialized", "message")
+        .collect()
+    )
     regions: dict[str, dict[int, int | None]] = {}
     errors = []
     for row in rows:
         if row["kind"] == "error":
             errors.append(row["message"])
         else:
-            regions.setdefault(row["scan_id"], {})[row["region_id"]] = row["resolved_ts"] if row["initialized"] else None
+            regions.setdefault(row["scan_id"], {})[row["region_id"]] = (
+                row["resolved_ts"] if row["initialized"] else None
+            )
     return regions, sorted(errors)
 
 
@@ -193,7 +210,7 @@ def _blocked_reason(progress: Any) -> str | None:
         if slow.holes:
             start, end = slow.holes[0]
             return f"{slow.label}: no region covers keys [{start.hex()}, {end.hex() or '+inf'}) in {scan.scan.scan_id}"
-        return f"{slow.label}: region {slow.lagging_region} resolved only to {slow.resolved_ts} in {scan.scan.scan_id}"
+        return f"{slow.label}, region {slow.lagging_region} in {scan.scan.scan_id}"
     return None
 
 
@@ -212,13 +229,21 @@ def _collapse(
 
     windows = {link.scan.scan_id: (link.lo, link.hi) for link in chain}
     in_chain = list(windows)
-    from_streams = matched.filter((F.col("kind") == "change") & F.col("scan_id").isin(in_chain)).select(*ch.CHANGE_COLUMNS)
+    from_streams = matched.filter((F.col("kind") == "change") & F.col("scan_id").isin(in_chain)).select(
+        *ch.CHANGE_COLUMNS
+    )
     from_scans = ch.committed_changes(events.filter(F.col("scan_id").isin(in_chain)))
     raw = from_streams.unionByName(from_scans).filter(ch.in_windows(windows))
     parts = ch.with_record_key_parts(raw)
 
-    bad = parts.filter(ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids)))
-    sample = bad.select("scan_id", "region_id", "key", "op", "commit_ts", "is_record", "physical_id").limit(1).collect()
+    bad = parts.filter(
+        ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids))
+    )
+    sample = (
+        bad.select("scan_id", "region_id", "key", "op", "commit_ts", "is_record", "physical_id")
+        .limit(1)
+        .collect()
+    )
     if sample:
         row = sample[0]
         what = (
@@ -241,7 +266,12 @@ def _collapse(
     region_counts = [(starts.get((r["scan_id"], r["region_id"]), b""), r["count"]) for r in counts_by_region]
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     plan = ch.CollapsePlan(
-        table_of_physical, live, floors, resolved_ts, ch.key_range_splits(region_counts, partitions * 2), partitions
+        table_of_physical,
+        live,
+        floors,
+        resolved_ts,
+        ch.key_range_splits(region_counts, partitions * 2),
+        partitions,
     )
     collapsed = ch.collapse(parts, plan)
     segment = F.lit(0)
@@ -258,7 +288,10 @@ def _collapse(
 
 
 def _decode_all(
-    tables: Sequence[TrackedTable], collapsed: DataFrame, counts: dict[tuple[int, int, str], int], zero_dates: Any
+    tables: Sequence[TrackedTable],
+    collapsed: DataFrame,
+    counts: dict[tuple[int, int, str], int],
+    zero_dates: Any,
 ) -> tuple[dict[tuple[int, int], DataFrame], dict[int, int]]:
     """Decoded rows per (table, segment), materialized so decode errors surface before any commit; and per
     table the number of tasks that decoded its rows (key-range parallelism at work)."""
@@ -268,7 +301,9 @@ def _decode_all(
     tasks: dict[int, set[int]] = {}
     for index, table in enumerate(tables):
         for seg, version in enumerate(table.versions):
-            if version.schema is None or not (counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))):
+            if version.schema is None or not (
+                counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))
+            ):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
             frame = decode_changes(rows, version.schema, zero_dates).persist()
@@ -309,7 +344,9 @@ def _apply_table(
             metadata = _metadata(floor, merge_version, resolved_ts, scans, upserts, deletes, "merge")
             if (index, seg) in decoded:
                 rows = decoded[(index, seg)]
-                if merge_changes(spark, path, schema, rows, app_id=app_id, txn_version=merge_version, metadata=metadata):
+                if merge_changes(
+                    spark, path, schema, rows, app_id=app_id, txn_version=merge_version, metadata=metadata
+                ):
                     outcome.upserted += upserts
                     outcome.deleted += deletes
             elif merge_version == resolved_ts:
@@ -320,7 +357,8 @@ def _apply_table(
         if seg_end is not None and seg_end <= resolved_ts:
             _apply_ddl(spark, config, version, versions[seg + 1], floor, resolved_ts, scans, outcome)
     if outcome.resolved_ts is None:
-        outcome.reason = "table does not exist at the resolved ts"
+        final = table.schema_at(resolved_ts)
+        outcome.reason = "dropped" if final is None and table.start_ts < resolved_ts else "created later"
     return outcome
 
 
@@ -337,7 +375,10 @@ def _apply_ddl(
     """One DDL step, tagged with the DDL's finished ts: drop, create, truncate, rename, or migrate rows."""
     app_id, warehouse = config.job.app_id, config.target.warehouse
     ts = after.finished_ts
-    metadata = _metadata(floor, ts, resolved_ts, scans, 0, 0, "ddl") | {"ddl_job_id": after.job_id, "ddl_type": after.job_type}
+    metadata = _metadata(floor, ts, resolved_ts, scans, 0, 0, "ddl") | {
+        "ddl_job_id": after.job_id,
+        "ddl_type": after.job_type,
+    }
     old, new = before.schema, after.schema
     outcome.ddl_steps += 1
     if new is None:
@@ -355,7 +396,11 @@ def _apply_ddl(
         if not delta.is_delta_table(spark, old_path):
             return  # a crashed rename already moved it: the new path carries the step
         current = spark.read.format("delta").load(old_path)
-        rows = current.limit(0) if new.table_id != old.table_id and not new.partition_names else migrate_rows(current, old, new)
+        rows = (
+            current.limit(0)
+            if new.table_id != old.table_id and not new.partition_names
+            else migrate_rows(current, old, new)
+        )
         overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
         if new_path != old_path:
             fs.delete(spark, old_path)
@@ -363,7 +408,9 @@ def _apply_ddl(
     outcome.delta_version = delta.table_version(spark, new_path)
 
 
-def _metadata(checkpoint: int, version: int, resolved: int, scans: list[str], up: int, down: int, step: str) -> dict[str, Any]:
+def _metadata(
+    checkpoint: int, version: int, resolved: int, scans: list[str], up: int, down: int, step: str
+) -> dict[str, Any]:
     return {
         "checkpoint_ts": checkpoint,
         "resolved_ts": version,

@@ -47,8 +47,12 @@ def scan_progress(
     ]
     tables = []
     for label, physical_ids in sorted(table_ids.items()):
-        spans: list[SpanProgress] = [span_progress(*table_span(pid), progress, scan.checkpoint_ts) for pid in physical_ids]
-        worst = min(spans, key=lambda s: (s.complete, s.resolved_ts)) if spans else SpanProgress(scan.current_ts)
+        spans: list[SpanProgress] = [
+            span_progress(*table_span(pid), progress, scan.checkpoint_ts) for pid in physical_ids
+        ]
+        worst = (
+            min(spans, key=lambda s: (s.complete, s.resolved_ts)) if spans else SpanProgress(scan.current_ts)
+        )
         holes = tuple(h for s in spans for h in s.holes)
         ts = min((s.resolved_ts for s in spans), default=scan.current_ts)
         tables.append(TableProgress(label, ts, holes, worst.lagging_region))

@@ -65,22 +65,27 @@ class RunResult:
         }
 
     def render(self, console: Console) -> None:
-        title = f"backfill {self.job!r}: {self.checkpoint_ts} → {self.resolved_ts} ({_utc(self.resolved_ts) or '-'})"
+        title = (
+            f"backfill {self.job!r}: checkpoint {self.checkpoint_ts} → resolved ts {self.resolved_ts}\n"
+            f"({_utc(self.checkpoint_ts) or '-'} → {_utc(self.resolved_ts) or '-'})"
+        )
         table = Table(title=title)
-        for name in ("table", "upserted", "deleted", "DDL steps", "resolved ts", "resolved (UTC)", "Delta version", "note"):
-            table.add_column(name, justify="left" if name in ("table", "note") else "right")
+        for name in ("table", "upserted", "deleted", "DDL", "Delta version", "reached"):
+            table.add_column(name, justify="left" if name in ("table", "reached") else "right")
         for t in self.tables:
+            reached = "resolved ts" if t.resolved_ts == self.resolved_ts else (t.reason or str(t.resolved_ts))
             table.add_row(
-                t.table, str(t.upserted), str(t.deleted), str(t.ddl_steps), str(t.resolved_ts or "-"),
-                _utc(t.resolved_ts) or "-", str(t.delta_version if t.delta_version is not None else "-"), t.reason or "",
+                t.table, str(t.upserted), str(t.deleted), str(t.ddl_steps),
+                str(t.delta_version if t.delta_version is not None else "-"), reached,
             )  # fmt: skip
         console.print(table)
         stages = ", ".join(f"{k} {v:.2f}s" for k, v in self.stage_seconds.items())
-        console.print(f"captures: {', '.join(self.scans) or '-'}; stages: {stages}")
+        console.print(f"captures: {', '.join(self.scans) or '-'}")
+        console.print(f"time per stage: {stages}")
         if self.zero_dates:
             console.print(f"zero dates written as NULL: {self.zero_dates}")
         if self.blocked:
-            console.print(f"[yellow]resolved ts held back by[/] {self.blocked}")
+            console.print(f"resolved ts set by {self.blocked}")
         if self.note:
             console.print(self.note)
 

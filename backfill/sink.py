@@ -97,5 +97,7 @@ def overwrite_table(
         .option("userMetadata", json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
         .save(path)
     )
-    spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{TABLE_ID_PROPERTY}' = '{schema.table_id}')")
+    spark.sql(
+        f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{TABLE_ID_PROPERTY}' = '{schema.table_id}')"
+    )
     return True

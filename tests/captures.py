@@ -43,7 +43,9 @@ def column(cid: int, name: str, tp: int, *, flag: int = 0, flen: int = -1, decim
     }  # fmt: skip
 
 
-def users_table(table_id: int = 100, name: str = "users", extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def users_table(
+    table_id: int = 100, name: str = "users", extra: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """`id BIGINT PRIMARY KEY, name VARCHAR(64), score INT` (+ extra columns)."""
     cols = [
         column(1, "id", BIGINT, flag=NOT_NULL | PRI_KEY, flen=20),
@@ -113,7 +115,9 @@ class Capture:
             "regions": [{"region_id": r, "start_key": s.hex(), "end_key": e.hex()} for r, s, e in self.regions],
         }  # fmt: skip
         (folder / "manifest.json").write_text(json.dumps(manifest))
-        pq.write_table(pa.Table.from_pylist(self.events, schema=EVENTS_SCHEMA), folder / "events" / "part-0.parquet")
+        pq.write_table(
+            pa.Table.from_pylist(self.events, schema=EVENTS_SCHEMA), folder / "events" / "part-0.parquet"
+        )
         (folder / "schema" / "tables.jsonl").write_text(
             "".join(json.dumps({"schema_name": db, "table_info": info}) + "\n" for db, info in self.tables)
         )

@@ -24,7 +24,9 @@ def warehouse_differences(spark, warehouse: Path, sim_out: Path, scan_id: str) -
         want = sorted(map(repr, table.to_pylist()))
         if have != want:
             extra, missing = sorted(set(have) - set(want)), sorted(set(want) - set(have))
-            problems.append(f"{db}.{name}: {len(extra)} unexpected rows {extra[:2]}, {len(missing)} missing {missing[:2]}")
+            problems.append(
+                f"{db}.{name}: {len(extra)} unexpected rows {extra[:2]}, {len(missing)} missing {missing[:2]}"
+            )
     for db in sorted(p for p in warehouse.iterdir() if p.is_dir()) if warehouse.exists() else []:
         for table in sorted(p for p in db.iterdir() if (p / "_delta_log").is_dir()):
             if (db.name, table.name) not in expected:

@@ -26,7 +26,9 @@ def landed(spark, tmp_path: Path):
     s1.put(1, USERS, 1, {2: "a", 3: 1}, 110, 111).put(1, OTHER, 1, {2: "b", 3: 2}, 110, 111)
     s1.init_and_resolve(190).write()
     conf = tmp_path / "job.toml"
-    conf.write_text(f'[job]\nname = "bad"\n[source]\npath = "{root}"\n[target]\nwarehouse = "{tmp_path / "wh"}"\n')
+    conf.write_text(
+        f'[job]\nname = "bad"\n[source]\npath = "{root}"\n[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
     assert main(["run", "--config", str(conf)]) == 0
     return conf, root, versions(spark, tmp_path)
 
@@ -69,7 +71,9 @@ def test_truncated_row_bytes_name_table_handle_and_offset(spark, tmp_path, lande
 def test_unknown_table_id(spark, tmp_path, landed, capsys) -> None:
     conf, root, before = landed
     cap = next_capture(root)
-    cap.event(1, "COMMITTED", start_ts=220, commit_ts=221, op_type="DELETE", key=record_key(999, 4), value=b"")
+    cap.event(
+        1, "COMMITTED", start_ts=220, commit_ts=221, op_type="DELETE", key=record_key(999, 4), value=b""
+    )
     cap.init_and_resolve().write()
     fails(conf, capsys, "table id 999", "s2", "region 1", record_key(999, 4).hex())
     assert versions(spark, tmp_path) == before
@@ -89,7 +93,9 @@ def test_commit_without_prewrite_after_initialized(spark, tmp_path, landed, caps
     cap.event(1, "INITIALIZED")
     cap.event(1, "COMMIT", start_ts=230, commit_ts=231, op_type="PUT", key=record_key(100, 9))
     cap.write()
-    fails(conf, capsys, "scan s2", "region 1", record_key(100, 9).hex(), "commit_ts 231", "without a prewrite")
+    fails(
+        conf, capsys, "scan s2", "region 1", record_key(100, 9).hex(), "commit_ts 231", "without a prewrite"
+    )
     assert versions(spark, tmp_path) == before
 
 
@@ -107,7 +113,9 @@ def test_checkpoint_older_than_every_capture(spark, tmp_path, landed, capsys) ->
     shutil.rmtree(root / "s1")
     later = Capture(root, "s3", checkpoint_ts=250, current_ts=300, tables=[("app", USERS), ("app", OTHER)])
     later.init_and_resolve().write()
-    fails(conf, capsys, "checkpoint ts 190 is older than every available capture", "starts at checkpoint ts 250")
+    fails(
+        conf, capsys, "checkpoint ts 190 is older than every available capture", "starts at checkpoint ts 250"
+    )
     assert versions(spark, tmp_path) == before
 
 

@@ -70,7 +70,10 @@ def test_drop_column(spark, tmp_path: Path) -> None:
         [(before, 1, {2: "ann", 3: 1}, 110), (after, 2, {2: "bob"}, 160)],
     )  # fmt: skip
     run_twice(spark, config, wh / "app" / "users")
-    assert read(spark, wh / "app" / "users") == (["id", "name", "_tidb_commit_ts"], [(1, "ann", 110), (2, "bob", 160)])
+    assert read(spark, wh / "app" / "users") == (
+        ["id", "name", "_tidb_commit_ts"],
+        [(1, "ann", 110), (2, "bob", 160)],
+    )
 
 
 def test_rename_column_keeps_values(spark, tmp_path: Path) -> None:
@@ -199,7 +202,15 @@ def test_common_handle_table_deletes_by_key(spark, tmp_path: Path) -> None:
     for i, (name, commit) in enumerate([(b"a", 110), (b"b", 120)]):
         cap.event(1, "COMMITTED", start_ts=commit - 1, commit_ts=commit, op_type="PUT",
                   key=record_key(400, [(k, name)]), value=encode_row(schema, {1: name, 2: i}))  # fmt: skip
-    cap.event(1, "COMMITTED", start_ts=129, commit_ts=130, op_type="DELETE", key=record_key(400, [(k, b"a")]), value=b"")
+    cap.event(
+        1,
+        "COMMITTED",
+        start_ts=129,
+        commit_ts=130,
+        op_type="DELETE",
+        key=record_key(400, [(k, b"a")]),
+        value=b"",
+    )
     cap.init_and_resolve(390).write()
     conf = tmp_path / "job.toml"
     conf.write_text(f'[source]\npath = "{tmp_path / "scans"}"\n[target]\nwarehouse = "{tmp_path / "wh"}"\n')

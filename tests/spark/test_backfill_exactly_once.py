@@ -67,7 +67,9 @@ def test_two_windows_equal_one_and_reruns_add_no_version(spark, tmp_path: Path) 
     assert versions == {n: delta.table_version(spark, str(tmp_path / "one" / "app" / n)) for n in versions}
 
 
-def test_killed_between_two_tables_commits_then_rerun_finishes_once(spark, tmp_path: Path, monkeypatch) -> None:
+def test_killed_between_two_tables_commits_then_rerun_finishes_once(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
     write_captures(tmp_path / "scans")
     reference = config(tmp_path, "ref")
     run_backfill(spark, reference)
@@ -88,14 +90,18 @@ def test_killed_between_two_tables_commits_then_rerun_finishes_once(spark, tmp_p
     monkeypatch.setattr(pipeline, "_apply_table", real_apply)
 
     root = tmp_path / "crash" / "app"
-    recorded = {n: delta.recorded_txn_version(spark, str(root / n), "tidelake:once") for n in ("users", "orders")}
+    recorded = {
+        n: delta.recorded_txn_version(spark, str(root / n), "tidelake:once") for n in ("users", "orders")
+    }
     assert sorted(recorded.values(), key=str) == [290, None] or list(recorded.values()).count(290) == 1
     done = next(n for n, v in recorded.items() if v == 290)
     done_version = delta.table_version(spark, str(root / done))
 
     result = run_backfill(spark, crashing)
     assert result.resolved_ts == 290
-    assert delta.table_version(spark, str(root / done)) == done_version, "the finished table is not written again"
+    assert delta.table_version(spark, str(root / done)) == done_version, (
+        "the finished table is not written again"
+    )
     assert snapshot(spark, tmp_path / "crash") == snapshot(spark, tmp_path / "ref")
     for name, rows in snapshot(spark, tmp_path / "crash").items():
         assert len({r[0] for r in rows}) == len(rows), f"duplicate keys in {name}"

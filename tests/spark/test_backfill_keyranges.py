@@ -32,7 +32,11 @@ def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> No
     cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=9000, regions=regions,
                   tables=[("app", hot), ("app", cold)])  # fmt: skip
     for handle in range(800):
-        region = next(r for r, s, e in regions if s <= record_key(100, handle) and (not e or record_key(100, handle) < e))
+        region = next(
+            r
+            for r, s, e in regions
+            if s <= record_key(100, handle) and (not e or record_key(100, handle) < e)
+        )
         cap.put(region, hot, handle, {2: f"h{handle}", 3: handle}, 200 + handle, 201 + handle)
     cap.put(99, cold, 1, {2: "c", 3: 1}, 150, 151)
     cap.init_and_resolve(8000).write()

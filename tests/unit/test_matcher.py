@@ -21,13 +21,17 @@ class Stream:
         self.events.append(StreamEvent(len(self.events), type_, **fields))  # type: ignore[arg-type]
         return self
 
-    def prewrite(self, start: int, key: bytes = K1, value: bytes = b"v", op: str = "PUT", gen: int = 0) -> Stream:
+    def prewrite(
+        self, start: int, key: bytes = K1, value: bytes = b"v", op: str = "PUT", gen: int = 0
+    ) -> Stream:
         return self.add("PREWRITE", start_ts=start, key=key, value=value, op_type=op, generation=gen)
 
     def commit(self, start: int, commit: int, key: bytes = K1) -> Stream:
         return self.add("COMMIT", start_ts=start, commit_ts=commit, key=key, op_type="PUT")
 
-    def committed(self, start: int, commit: int, key: bytes = K1, value: bytes = b"c", op: str = "PUT") -> Stream:
+    def committed(
+        self, start: int, commit: int, key: bytes = K1, value: bytes = b"c", op: str = "PUT"
+    ) -> Stream:
         return self.add("COMMITTED", start_ts=start, commit_ts=commit, key=key, value=value, op_type=op)
 
     def rollback(self, start: int, key: bytes = K1) -> Stream:
@@ -95,7 +99,11 @@ def test_cached_commit_with_only_a_fake_prewrite_is_left_to_the_scan() -> None:
 
 
 def test_commit_without_prewrite_after_initialized_is_a_data_error() -> None:
-    with pytest.raises(MatchError, match=r"region 7, seq 1, key 74800000000000002d5f728000000000000001, start_ts 10, commit_ts 11: commit without a prewrite"):
+    with pytest.raises(
+        MatchError,
+        match=r"region 7, seq 1, key 74800000000000002d5f728000000000000001, start_ts 10, commit_ts 11: "
+        r"commit without a prewrite",
+    ):
         run(Stream().init().commit(10, 11))
 
 
@@ -113,7 +121,9 @@ def test_committed_is_self_contained_and_1pc_needs_no_prewrite() -> None:
 
 
 def test_stale_commits_at_or_below_the_checkpoint_are_dropped() -> None:
-    out, m = run(Stream().committed(1, 5).init().prewrite(6).commit(6, 9).prewrite(10).commit(10, 11), checkpoint=9)
+    out, m = run(
+        Stream().committed(1, 5).init().prewrite(6).commit(6, 9).prewrite(10).commit(10, 11), checkpoint=9
+    )
     assert [c.commit_ts for c in out] == [11]
     assert m.stale_commits == 2
 
