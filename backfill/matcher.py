@@ -19,7 +19,7 @@ discarded at the end: the next capture's incremental scan re-emits the locks tha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 
 from tidelake.errors import InputError
@@ -32,6 +32,13 @@ INITIALIZED = "INITIALIZED"
 RESOLVED = "RESOLVED"
 EVENT_TYPES = (PREWRITE, COMMIT, ROLLBACK, COMMITTED, INITIALIZED, RESOLVED)
 ROW_OPS = ("PUT", "DELETE")
+_PREWRITE, _COMMIT, _ROLLBACK, _COMMITTED, _INITIALIZED, _RESOLVED = range(len(EVENT_TYPES))
+_PUT, _DELETE = range(len(ROW_OPS))
+
+
+def code(value: str | None, choices: Sequence[str]) -> int:
+    """Index of `value` in `choices`, -1 if absent."""
+    return choices.index(value) if value in choices else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,139 +71,164 @@ class MatchError(InputError):
     """The stream breaks TiKV's guarantees: names the region, key and timestamps."""
 
 
-@dataclass
-class RegionMatcher:
-    """The matcher state of one region stream; feed events in stream (seq) order."""
+@dataclass(frozen=True)
+class StreamColumns:
+    """One region stream in seq order, column by column: what the matcher reads.
 
-    region_id: int
-    checkpoint_ts: int
-    where: str = ""
+    Types and ops are small integer codes and `key` any hashable stand-in per event (bytes, or a
+    dictionary code: only equality matters), so the loop compares ints; `has_value` says whether the
+    event's value is non-empty. Values never enter the loop: a match names the event rows to take them
+    from. `describe` recovers the original fields of one event for an error message.
+    """
+
+    type: Sequence[int]  # index into EVENT_TYPES, -1 for anything else
+    start_ts: Sequence[int | None]
+    commit_ts: Sequence[int | None]
+    op_type: Sequence[int]  # index into ROW_OPS, -1 for anything else
+    key: Sequence[Hashable]
+    has_value: Sequence[bool]
+    generation: Sequence[int]
+    resolved_ts: Sequence[int | None]
+    describe: Callable[
+        [int], tuple[int, str | None, str | None, bytes | None]
+    ]  # (seq, type, op, key) of event i
+
+
+@dataclass
+class MatchResult:
+    """Matches as (commit event, prewrite event) index pairs; a COMMITTED event is its own prewrite."""
+
+    matches: list[tuple[int, int]] = field(default_factory=list)
     initialized: bool = False
     resolved_ts: int | None = None
-    _unmatched: dict[tuple[int, bytes], StreamEvent] = field(default_factory=dict)
-    _cached_commits: list[StreamEvent] = field(default_factory=list)
-    _cached_rollbacks: list[StreamEvent] = field(default_factory=list)
+    open_locks: int = 0
     stale_commits: int = 0
     dropped_commits: int = 0
 
-    def feed(self, event: StreamEvent) -> Iterator[RowChange]:
-        kind = event.type
-        if kind == PREWRITE:
-            self._put_prewrite(event)
-        elif kind == COMMIT:
-            prewrite = self._match(event, self.initialized)
-            if prewrite is not None:
-                yield from self._emit(event, prewrite)
-            elif not self.initialized:
-                self._cached_commits.append(event)
-            else:
-                raise self._error(event, "commit without a prewrite after INITIALIZED")
-        elif kind == COMMITTED:
-            self._check_above_resolved(event)
-            yield from self._emit(event, event)
-        elif kind == ROLLBACK:
-            if self.initialized:
-                self._unmatched.pop(self._slot(event), None)
-            else:
-                self._cached_rollbacks.append(event)
-        elif kind == INITIALIZED:
-            yield from self._initialize()
-        elif kind == RESOLVED:
-            self._resolve(event)
-        else:
-            raise self._error(event, f"unknown event type {kind!r} (valid: {', '.join(EVENT_TYPES)})")
 
-    def feed_all(self, events: Iterable[StreamEvent]) -> Iterator[RowChange]:
-        for event in events:
-            yield from self.feed(event)
+def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where: str = "") -> MatchResult:
+    """Run one region stream through TiCDC's matcher (see the module docstring); raises MatchError."""
+    types, starts, commits, keys = cols.type, cols.start_ts, cols.commit_ts, cols.key
+    has_value, ops, generations = cols.has_value, cols.op_type, cols.generation
+    result = MatchResult()
+    unmatched: dict[tuple[int | None, Hashable], int] = {}  # (start_ts, key) -> prewrite event index
+    cached_commits: list[int] = []
+    cached_rollbacks: list[int] = []
+    initialized = False
+    resolved: int | None = None
 
-    @property
-    def open_locks(self) -> int:
-        return len(self._unmatched)
-
-    def _slot(self, event: StreamEvent) -> tuple[int, bytes]:
-        if event.start_ts is None or event.key is None:
-            raise self._error(event, f"{event.type} event without start_ts or key")
-        return (event.start_ts, event.key)
-
-    def _put_prewrite(self, event: StreamEvent) -> None:
-        slot = self._slot(event)
-        old = self._unmatched.get(slot)
-        if old is not None:
-            if not event.value:
-                return  # a fake prewrite must not clobber the real one
-            if event.generation < old.generation:
-                return  # pipelined DML: keep the newest flush generation
-        self._unmatched[slot] = event
-
-    def _match(self, commit: StreamEvent, initialized: bool) -> StreamEvent | None:
-        """The prewrite this commit completes (taken out of the unmatched set), or None."""
-        slot = self._slot(commit)
-        prewrite = self._unmatched.get(slot)
-        if prewrite is None:
-            return None
-        if not initialized and (not prewrite.value or prewrite.generation > 0):
-            return None  # the scan may still deliver the real (or a newer) prewrite
-        del self._unmatched[slot]
-        return prewrite
-
-    def _emit(self, event: StreamEvent, prewrite: StreamEvent) -> Iterator[RowChange]:
-        """The change a COMMIT (with its prewrite) or a COMMITTED (its own prewrite) stands for."""
-        commit_ts = event.commit_ts
-        if commit_ts is None:
-            raise self._error(event, f"{event.type} event without commit_ts")
-        if commit_ts <= self.checkpoint_ts:
-            self.stale_commits += 1
-            return
-        if event.type == COMMIT:
-            self._check_above_resolved(event)
-        op = prewrite.op_type
-        if op not in ROW_OPS:
-            raise self._error(event, f"op_type {op!r} is neither PUT nor DELETE")
-        value = prewrite.value or b""
-        if op == "PUT" and not value:
-            raise self._error(event, "PUT with an empty value (its prewrite carried no row)")
-        yield RowChange(event.key or b"", op, value if op == "PUT" else b"", event.start_ts or 0, commit_ts)
-
-    def _initialize(self) -> Iterator[RowChange]:
-        self.initialized = True
-        cached, self._cached_commits = self._cached_commits, []
-        for commit in cached:
-            prewrite = self._match(commit, True)
-            if prewrite is not None and (prewrite.value or prewrite.op_type == "DELETE"):
-                yield from self._emit(commit, prewrite)
-            else:
-                # No prewrite, or only a fake one (a lock rewrite seen before the scan reached the key): the
-                # commit happened before the snapshot, so the scan delivered it as COMMITTED, with its value.
-                self.dropped_commits += 1
-        for rollback in self._cached_rollbacks:
-            self._unmatched.pop(self._slot(rollback), None)
-        self._cached_rollbacks = []
-
-    def _resolve(self, event: StreamEvent) -> None:
-        if not self.initialized:
-            return  # TiKV sends none before INITIALIZED; TiCDC ignores them
-        ts = event.resolved_ts
-        if ts is None:
-            raise self._error(event, "RESOLVED event without resolved_ts")
-        if self.resolved_ts is not None and ts < self.resolved_ts:
-            raise self._error(event, f"resolved ts goes back from {self.resolved_ts} to {ts}")
-        self.resolved_ts = ts
-
-    def _check_above_resolved(self, event: StreamEvent) -> None:
-        if (
-            self.resolved_ts is not None
-            and event.commit_ts is not None
-            and event.commit_ts <= self.resolved_ts
-        ):
-            raise self._error(
-                event, f"commit_ts {event.commit_ts} arrives after the region resolved ts {self.resolved_ts}"
-            )
-
-    def _error(self, event: StreamEvent, what: str) -> MatchError:
-        key = event.key.hex() if event.key else "-"
-        place = f"{self.where}: " if self.where else ""
+    def error(i: int, what: str) -> MatchError:
+        seq, _, _, key = cols.describe(i)
+        place = f"{where}: " if where else ""
         return MatchError(
-            f"{place}region {self.region_id}, seq {event.seq}, key {key}, start_ts {event.start_ts}, "
-            f"commit_ts {event.commit_ts}: {what}"
+            f"{place}region {region_id}, seq {seq}, key {key.hex() if key else '-'}, "
+            f"start_ts {starts[i]}, commit_ts {commits[i]}: {what}"
         )
+
+    def emit(i: int, p: int) -> None:
+        """Record commit event i with its prewrite p, unless stale; check the op and the value."""
+        commit_ts = commits[i]
+        if commit_ts is None:
+            raise error(i, f"{cols.describe(i)[1]} event without commit_ts")
+        if commit_ts <= checkpoint_ts:
+            result.stale_commits += 1
+            return
+        if resolved is not None and commit_ts <= resolved:
+            raise error(i, f"commit_ts {commit_ts} arrives after the region resolved ts {resolved}")
+        op = ops[p]
+        if op < 0:
+            raise error(i, f"op_type {cols.describe(p)[2]!r} is neither PUT nor DELETE")
+        if op == _PUT and not has_value[p]:
+            raise error(i, "PUT with an empty value (its prewrite carried no row)")
+        result.matches.append((i, p))
+
+    def slot(i: int) -> tuple[int | None, Hashable]:
+        if starts[i] is None or keys[i] is None:
+            raise error(i, f"{cols.describe(i)[1]} event without start_ts or key")
+        return (starts[i], keys[i])
+
+    def take(i: int, accept_any: bool) -> int | None:
+        """The prewrite commit i completes, taken out of the unmatched set, or None."""
+        s = slot(i)
+        p = unmatched.get(s)
+        if p is None:
+            return None
+        if not accept_any and (not has_value[p] or generations[p] > 0):
+            return None  # the scan may still deliver the real (or a newer) prewrite
+        del unmatched[s]
+        return p
+
+    for i in range(len(types)):
+        kind = types[i]
+        if kind == _PREWRITE:
+            s = slot(i)
+            old = unmatched.get(s)
+            if old is not None and (not has_value[i] or generations[i] < generations[old]):
+                continue  # a fake prewrite never clobbers; pipelined DML keeps the newest generation
+            unmatched[s] = i
+        elif kind == _COMMIT:
+            p = take(i, initialized)
+            if p is not None:
+                emit(i, p)
+            elif not initialized:
+                cached_commits.append(i)
+            else:
+                raise error(i, "commit without a prewrite after INITIALIZED")
+        elif kind == _COMMITTED:
+            emit(i, i)
+        elif kind == _ROLLBACK:
+            if initialized:
+                unmatched.pop(slot(i), None)
+            else:
+                cached_rollbacks.append(i)
+        elif kind == _INITIALIZED:
+            initialized = True
+            for c in cached_commits:
+                p = take(c, True)
+                if p is not None and (has_value[p] or ops[p] == _DELETE):
+                    emit(c, p)
+                else:
+                    # No prewrite, or only a fake one (a lock rewrite seen before the scan reached the key):
+                    # the commit predates the snapshot, so the scan delivered it as COMMITTED, with its value.
+                    result.dropped_commits += 1
+            for r in cached_rollbacks:
+                unmatched.pop(slot(r), None)
+            cached_commits, cached_rollbacks = [], []
+        elif kind == _RESOLVED:
+            if not initialized:
+                continue  # TiKV sends none before INITIALIZED; TiCDC ignores them
+            ts = cols.resolved_ts[i]
+            if ts is None:
+                raise error(i, "RESOLVED event without resolved_ts")
+            if resolved is not None and ts < resolved:
+                raise error(i, f"resolved ts goes back from {resolved} to {ts}")
+            resolved = ts
+        else:
+            raise error(i, f"unknown event type {cols.describe(i)[1]!r} (valid: {', '.join(EVENT_TYPES)})")
+    result.initialized, result.resolved_ts, result.open_locks = initialized, resolved, len(unmatched)
+    return result
+
+
+def match_events(
+    events: Sequence[StreamEvent], region_id: int, checkpoint_ts: int, where: str = ""
+) -> tuple[list[RowChange], MatchResult]:
+    """The matcher over event objects (tests, small streams): the changes and the stream's outcome."""
+    cols = StreamColumns(
+        type=[code(e.type, EVENT_TYPES) for e in events],
+        start_ts=[e.start_ts for e in events],
+        commit_ts=[e.commit_ts for e in events],
+        op_type=[code(e.op_type, ROW_OPS) for e in events],
+        key=[e.key for e in events],
+        has_value=[bool(e.value) for e in events],
+        generation=[e.generation or 0 for e in events],
+        resolved_ts=[e.resolved_ts for e in events],
+        describe=lambda i: (events[i].seq, events[i].type, events[i].op_type, events[i].key),
+    )
+    result = match_stream(cols, region_id, checkpoint_ts, where)
+    changes = []
+    for i, p in result.matches:
+        commit, prewrite = events[i], events[p]
+        op = prewrite.op_type or ""
+        value = (prewrite.value or b"") if op == "PUT" else b""
+        changes.append(RowChange(commit.key or b"", op, value, commit.start_ts or 0, commit.commit_ts or 0))
+    return changes, result

@@ -6,6 +6,7 @@ got: a rerun skips what is already there. A MERGE never lets an older change ove
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,37 @@ def merge_changes(
             .whenNotMatchedInsert(condition=f"s.{quote(OP)} = 'PUT'", values=columns)
         )
 
+    if _is_empty(spark, path):
+        # First load: nothing to match against, so the PUTs are appended in one tagged commit (a MERGE
+        # would join against nothing and cost several times as much) and the DELETEs have nothing to remove.
+        rows = changes.filter(f"{quote(OP)} = 'PUT'").select(
+            *(quote(c) for c in (*schema.output_names, COMMIT_TS))
+        )
+        return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
     return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+
+
+def _is_empty(spark: SparkSession, path: str) -> bool:
+    """True for a table with no data files (just created, or truncated by a DDL step)."""
+    return int(spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").first()["numFiles"]) == 0
+
+
+def _append(
+    rows: DataFrame, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
+) -> bool:
+    spark = rows.sparkSession
+    recorded = delta.recorded_txn_version(spark, path, app_id)
+    if recorded is not None and recorded >= txn_version:
+        return False
+    (
+        rows.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(txn_version))
+        .option("userMetadata", json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
+        .save(path)
+    )
+    return True
 
 
 def overwrite_table(
@@ -83,8 +114,6 @@ def overwrite_table(
     metadata: Mapping[str, Any],
 ) -> bool:
     """Replace the table's rows and schema in one commit (how a DDL step lands)."""
-    import json
-
     recorded = delta.recorded_txn_version(spark, path, app_id)
     if recorded is not None and recorded >= txn_version:
         return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.matcher import MatchError, RegionMatcher, RowChange, StreamEvent
+from backfill.matcher import MatchError, MatchResult, RowChange, StreamEvent, match_events
 
 pytestmark = pytest.mark.unit
 
@@ -44,9 +44,8 @@ class Stream:
         return self.add("RESOLVED", resolved_ts=ts)
 
 
-def run(stream: Stream, checkpoint: int = 0) -> tuple[list[RowChange], RegionMatcher]:
-    matcher = RegionMatcher(7, checkpoint)
-    return list(matcher.feed_all(stream.events)), matcher
+def run(stream: Stream, checkpoint: int = 0) -> tuple[list[RowChange], MatchResult]:
+    return match_events(stream.events, 7, checkpoint)
 
 
 def test_prewrite_then_commit_pairs_values() -> None:  # [TestMatchRow]
