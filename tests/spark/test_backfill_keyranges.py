@@ -25,13 +25,13 @@ def test_splits_follow_region_boundaries_and_balance_events() -> None:
 
 def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> None:
     hot, cold = users_table(100, "hot"), users_table(200, "cold")
-    bounds = [record_key(100, h) for h in range(0, 800, 100)]
+    bounds = [record_key(100, h) for h in range(0, 240, 30)]
     regions = [(1, b"", bounds[1])]
     regions += [(i + 2, bounds[i + 1], bounds[i + 2]) for i in range(len(bounds) - 2)]
     regions.append((99, bounds[-1], b""))
     cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=9000, regions=regions,
                   tables=[("app", hot), ("app", cold)])  # fmt: skip
-    for handle in range(800):
+    for handle in range(240):
         region = next(
             r
             for r, s, e in regions
@@ -46,7 +46,7 @@ def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> No
     result = run_backfill(spark, load_config(conf))
 
     by_name = {t.table: t for t in result.tables}
-    assert by_name["app.hot"].upserted == 800
+    assert by_name["app.hot"].upserted == 240
     assert by_name["app.hot"].decode_tasks > 1, "the hot table must spread over several tasks"
     assert by_name["app.cold"].decode_tasks == 1
-    assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "hot")).count() == 800
+    assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "hot")).count() == 240
