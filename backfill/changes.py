@@ -249,40 +249,52 @@ class CollapsePlan:
     partitions: int
 
 
-def collapse(changes: DataFrame, plan: CollapsePlan) -> DataFrame:
+BAD_ROWS = -1  # the table_idx `collapse` gives rows that break the input contract
+
+
+def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
     """Keep the last change per (table, row handle): the row's final state at the resolved ts.
 
     Rows are first range-partitioned by key ranges (`plan.splits`), and the group-by reuses that
     partitioning. Ties at one commit ts (a row moving between partitions: DELETE in one, PUT in the
-    other) resolve to the PUT.
+    other) resolve to the PUT. Rows for which `bad` holds are kept under table_idx `BAD_ROWS`, so the
+    same pass that collapses also finds them.
     """
     from pyspark.sql import functions as F
 
     owned = changes.withColumn("table_idx", lookup("physical_id", plan.table_of_physical))
     floor = lookup("table_idx", plan.table_floor)
     applicable = owned.filter(
-        F.col("table_idx").isNotNull()
-        & live_condition(plan.live)
-        & (F.col("commit_ts") > floor)
-        & (F.col("commit_ts") <= F.lit(plan.resolved_ts))
-    ).withColumn("bucket", count_below("key", plan.splits, inclusive=True))
-    ranked = applicable.withColumn(
-        "version", F.struct(F.col("commit_ts"), F.when(F.col("op") == "PUT", 1).otherwise(0).alias("rank"))
+        bad
+        | (
+            F.col("table_idx").isNotNull()
+            & live_condition(plan.live)
+            & (F.col("commit_ts") > floor)
+            & (F.col("commit_ts") <= F.lit(plan.resolved_ts))
+        )
+    ).select(
+        "*",
+        F.when(bad, F.lit(BAD_ROWS)).otherwise(F.col("table_idx")).alias("owner"),
+        count_below("key", plan.splits, inclusive=True).alias("bucket"),
+        F.struct(F.col("commit_ts"), F.when(F.col("op") == "PUT", 1).otherwise(0).alias("rank")).alias(
+            "version"
+        ),
     )
-    partitioned = ranked.repartitionByRange(plan.partitions, "bucket")
-    last = partitioned.groupBy("bucket", "table_idx", "handle").agg(
+    partitioned = applicable.repartitionByRange(plan.partitions, "bucket")
+    last = partitioned.groupBy("bucket", "owner", "handle").agg(
         F.max_by(
-            F.struct("commit_ts", "op", "value", "key", "physical_id", "start_ts"), F.col("version")
+            F.struct(
+                "commit_ts",
+                "op",
+                "value",
+                "key",
+                "physical_id",
+                "start_ts",
+                "scan_id",
+                "region_id",
+                "is_record",
+            ),
+            F.col("version"),
         ).alias("c")
     )
-    return last.select(
-        "bucket",
-        "table_idx",
-        "handle",
-        "c.commit_ts",
-        "c.op",
-        "c.value",
-        "c.key",
-        "c.physical_id",
-        "c.start_ts",
-    )
+    return last.select("bucket", F.col("owner").alias("table_idx"), "handle", "c.*")

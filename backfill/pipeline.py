@@ -236,27 +236,6 @@ def _collapse(
     raw = from_streams.unionByName(from_scans).filter(ch.in_windows(windows))
     parts = ch.with_record_key_parts(raw)
 
-    bad = parts.filter(
-        ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids))
-    )
-    sample = (
-        bad.select("scan_id", "region_id", "key", "op", "commit_ts", "is_record", "physical_id")
-        .limit(1)
-        .collect()
-    )
-    if sample:
-        row = sample[0]
-        what = (
-            "is not a record key" if not row["is_record"]
-            else f"belongs to table id {row['physical_id']}, which no TableInfo in the capture describes"
-            if row["op"] in ("PUT", "DELETE") and row["commit_ts"] is not None
-            else f"has op {row['op']!r} or no commit ts"
-        )  # fmt: skip
-        raise InputError(
-            f"capture {row['scan_id']}, region {row['region_id']}, key {bytes(row['key']).hex()}, "
-            f"commit_ts {row['commit_ts']}: the change {what}"
-        )
-
     table_of_physical = {pid: i for i, t in enumerate(tables) for pid in t.physical_ids()}
     live = {pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()}
     counts_by_region = (
@@ -273,7 +252,8 @@ def _collapse(
         ch.key_range_splits(region_counts, partitions * 2),
         partitions,
     )
-    collapsed = ch.collapse(parts, plan)
+    bad = ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids))
+    collapsed = ch.collapse(parts, plan, bad)
     segment = F.lit(0)
     for i, table in enumerate(tables):
         bounds = [v.finished_ts for v in table.versions[1:]]
@@ -284,7 +264,23 @@ def _collapse(
         (r["table_idx"], r["segment"], r["op"]): r["count"]
         for r in collapsed.groupBy("table_idx", "segment", "op").count().collect()
     }
+    if any(index == ch.BAD_ROWS for index, _, _ in counts):
+        collapsed.unpersist()
+        raise _bad_row_error(collapsed.filter(F.col("table_idx") == ch.BAD_ROWS).limit(1).collect()[0])
     return collapsed, counts
+
+
+def _bad_row_error(row: Any) -> InputError:
+    what = (
+        "is not a record key" if not row["is_record"]
+        else f"belongs to table id {row['physical_id']}, which no TableInfo in the capture describes"
+        if row["op"] in ("PUT", "DELETE") and row["commit_ts"] is not None
+        else f"has op {row['op']!r} or no commit ts"
+    )  # fmt: skip
+    return InputError(
+        f"capture {row['scan_id']}, region {row['region_id']}, key {bytes(row['key']).hex()}, "
+        f"commit_ts {row['commit_ts']}: the change {what}"
+    )
 
 
 def _decode_all(
