@@ -67,3 +67,22 @@ def test_cli_run_json_reports_counts(spark, tmp_path: Path, capsys: pytest.Captu
     assert report["resolved_ts"] == 200
     assert report["tables"][0]["rows_upserted"] == 1
     assert report["tables"][0]["table"] == "app.users"
+
+
+def test_merge_never_overwrites_a_newer_row(spark, tmp_path: Path) -> None:
+    from backfill.codec import TableSchema
+    from backfill.sink import create_table, merge_changes
+
+    schema = TableSchema.from_table_info(users_table())
+    path = str(tmp_path / "t")
+    create_table(spark, path, schema)
+    ddl = "id BIGINT, name STRING, score INT, _tidb_commit_ts BIGINT, _tidb_op STRING"
+    first = spark.createDataFrame([(1, "new", 1, 200, "PUT"), (2, "keep", 2, 200, "PUT")], ddl)
+    merge_changes(spark, path, schema, first, app_id="tidelake:m", txn_version=1, metadata={})
+    older = spark.createDataFrame([(1, "old", 0, 150, "PUT"), (2, None, None, 150, "DELETE")], ddl)
+    merge_changes(spark, path, schema, older, app_id="tidelake:m", txn_version=2, metadata={})
+    rows = sorted(tuple(r) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [(1, "new", 1, 200), (2, "keep", 2, 200)]
+    newer = spark.createDataFrame([(1, "newer", 3, 250, "PUT"), (2, None, None, 250, "DELETE")], ddl)
+    merge_changes(spark, path, schema, newer, app_id="tidelake:m", txn_version=3, metadata={})
+    assert [tuple(r) for r in spark.read.format("delta").load(path).collect()] == [(1, "newer", 3, 250)]
