@@ -98,6 +98,27 @@ def decode(
     return decode_command(str(table_info), key, value, as_json)
 
 
+@app.command(epilog="Example: `backfill simulate --out /tmp/sim --seed 7 --tables 4 --rows 1000 --scans 3`")
+def simulate(
+    out: Annotated[str, typer.Option("--out", help="Folder for scans/ and expected/ (must not hold them yet).")],
+    seed: Annotated[int, typer.Option("--seed", help="Same seed, same workload.")] = 0,
+    tables: Annotated[int, typer.Option("--tables", help="Tables at the start.")] = 4,
+    rows: Annotated[int, typer.Option("--rows", help="Rows inserted per table early on.")] = 100,
+    txns: Annotated[int, typer.Option("--txns", help="Random transactions after that.")] = 300,
+    scans: Annotated[int, typer.Option("--scans", help="Captures (overlapping windows).")] = 3,
+    mysql: Annotated[
+        str | None, typer.Option("--mysql", help="mysql://user:pass@host:port/ to replay the workload into.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> int:
+    """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state."""
+    from backfill.simulate.cli import simulate_command
+
+    return simulate_command(
+        out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql=mysql, as_json=as_json
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return run_app(app, argv, "backfill")
 

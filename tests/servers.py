@@ -93,7 +93,7 @@ class MariaDBServer:
             except pymysql.err.OperationalError:
                 time.sleep(0.2)
         with conn, conn.cursor() as cur:
-            cur.execute("CREATE USER IF NOT EXISTS 'tidelake'@'%' IDENTIFIED BY %s", (self.password,))
+            cur.execute("CREATE USER IF NOT EXISTS 'tidelake'@'%%' IDENTIFIED BY %s", (self.password,))
             cur.execute("GRANT ALL ON *.* TO 'tidelake'@'%'")
 
     def stop(self) -> None:

@@ -31,8 +31,10 @@ pytestmark = pytest.mark.unit
 
 def _batch(keys: list[bytes], values: list[bytes], large: bool = False) -> pa.RecordBatch:
     typ = pa.large_binary() if large else pa.binary()
-    return pa.RecordBatch.from_arrays([pa.array(keys, typ), pa.array(values, typ),
-                                       pa.array(range(len(keys)), pa.int64())], names=["key", "value", "seq"])
+    return pa.RecordBatch.from_arrays(
+        [pa.array(keys, typ), pa.array(values, typ), pa.array(range(len(keys)), pa.int64())],
+        names=["key", "value", "seq"],
+    )
 
 
 def _assert_same(schema: TableSchema, batch: pa.RecordBatch) -> DecodeStats:
@@ -50,47 +52,86 @@ def _assert_same(schema: TableSchema, batch: pa.RecordBatch) -> DecodeStats:
     return fast_stats
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.data_too_large])
-@given(data=st.data(), int_pk=st.booleans(), large=st.booleans())
-def test_decode_batch_equals_decode_row(data, int_pk, large):
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(data=st.data(), pk=st.sampled_from(["rowid", "int", "common"]), large=st.booleans())
+def test_decode_batch_equals_decode_row(data, pk, large):
     table = data.draw(random_tables(max_cols=6))
     schema = table.schema
-    if int_pk:
-        info = dict(schema.table_info)
-        info = table_info(schema.table_id, "rand", [column_info(1000, "pk", "bigint", primary_key=True),
-                                                     *info["cols"]], pk="int")
+    cols = list(schema.table_info["cols"])
+    if pk == "int":
+        info = table_info(
+            schema.table_id, "rand", [column_info(1000, "pk", "bigint", primary_key=True), *cols], pk="int"
+        )
         schema = TableSchema.from_table_info(info)
+    elif pk == "common":
+        pk_cols = [column_info(1000, "pk", "bigint"), column_info(1001, "pk2", "varbinary(8)")]
+        schema = TableSchema.from_table_info(
+            table_info(schema.table_id, "rand", [*pk_cols, *cols], pk=["pk2", "pk"])
+        )
     n = data.draw(st.integers(1, 40))
     # Mostly one row shape (as in real tables), plus odd rows: other NULL patterns, absent columns, v1.
     shape = data.draw(random_rows(table, allow_absent=False))
     keys, values = [], []
     for i in range(n):
         vals, _ = shape if data.draw(st.integers(0, 3)) else data.draw(random_rows(table))
-        if int_pk:
-            vals = {**vals, 1000: i * 7 - 3}
+        handle = i * 7 - 3
+        if pk == "int":
+            vals = {**vals, 1000: handle}
+            keys.append(record_key(schema.table_id, handle))
+        elif pk == "common":
+            pk_values = {1000: handle, 1001: bytes([i % 256]) * (i % 9)}
+            vals = {**vals, **pk_values}
+            by_id = schema.by_id
+            keys.append(record_key(schema.table_id, [(by_id[1001], pk_values[1001]), (by_id[1000], handle)]))
+        else:
+            keys.append(record_key(schema.table_id, handle))
         version = 1 if data.draw(st.integers(0, 9)) == 0 else 2
-        keys.append(record_key(schema.table_id, i * 7 - 3))
         values.append(encode_row(schema, vals, version=version))
-    _assert_same(schema, _batch(keys, values, large))
+    stats = _assert_same(schema, _batch(keys, values, large))
+    assert stats.fallback_rows == sum(1 for v in values if v[0] != 0x80)  # only v1 rows take the slow path
 
 
-WIDE = TableSchema.from_table_info(table_info(70, "wide", [
-    column_info(1, "id", "bigint", primary_key=True), column_info(2, "s", "varchar(20)"),
-    column_info(3, "n", "int"), column_info(4, "d", "decimal(12,2)"), column_info(5, "t", "datetime(3)"),
-    column_info(6, "f", "double"), column_info(7, "j", "json"), column_info(8, "e", "enum('x','y','z')"),
-    column_info(9, "dt", "date", not_null=True), column_info(10, "ts", "timestamp(6)"),
-    column_info(11, "u", "bigint unsigned"), column_info(12, "ti", "tinyint"),
-    column_info(13, "added", "varchar(5)", origin_default="dflt"),
-    column_info(14, "zd", "date", origin_default="0000-00-00"),
-], pk="int"))
+WIDE = TableSchema.from_table_info(
+    table_info(
+        70,
+        "wide",
+        [
+            column_info(1, "id", "bigint", primary_key=True),
+            column_info(2, "s", "varchar(20)"),
+            column_info(3, "n", "int"),
+            column_info(4, "d", "decimal(12,2)"),
+            column_info(5, "t", "datetime(3)"),
+            column_info(6, "f", "double"),
+            column_info(7, "j", "json"),
+            column_info(8, "e", "enum('x','y','z')"),
+            column_info(9, "dt", "date", not_null=True),
+            column_info(10, "ts", "timestamp(6)"),
+            column_info(11, "u", "bigint unsigned"),
+            column_info(12, "ti", "tinyint"),
+            column_info(13, "added", "varchar(5)", origin_default="dflt"),
+            column_info(14, "zd", "date", origin_default="0000-00-00"),
+        ],
+        pk="int",
+    )
+)
 
 
 def _wide_row(i: int) -> dict[int, object]:
-    return {2: f"name-{i}", 3: i, 4: Decimal(i) / 4, 5: dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i),
-            6: i / 3, 7: {"i": i, "tags": ["a", i]}, 8: "xyz"[i % 3],
-            9: ZERO_TIME if i % 5 == 0 else dt.date(2020, 2, 29), 10: dt.datetime(2001, 1, 1, tzinfo=dt.UTC),
-            11: 2**64 - 1 - i, 12: -(i % 128)}
+    return {
+        2: f"name-{i}",
+        3: i,
+        4: Decimal(i) / 4,
+        5: dt.datetime(2024, 1, 1) + dt.timedelta(seconds=i),
+        6: i / 3,
+        7: {"i": i, "tags": ["a", i]},
+        8: "xyz"[i % 3],
+        9: ZERO_TIME if i % 5 == 0 else dt.date(2020, 2, 29),
+        10: dt.datetime(2001, 1, 1, tzinfo=dt.UTC),
+        11: 2**64 - 1 - i,
+        12: -(i % 128),
+    }
 
 
 def test_wide_table_fast_path():

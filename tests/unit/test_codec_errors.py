@@ -13,11 +13,21 @@ from backfill.codec.tableinfo import column_info, table_info
 
 pytestmark = pytest.mark.unit
 
-SCHEMA = TableSchema.from_table_info(table_info(45, "t", [
-    column_info(1, "id", "bigint", primary_key=True), column_info(2, "name", "varchar(20)"),
-    column_info(3, "age", "int"), column_info(4, "score", "decimal(5,2)"), column_info(5, "j", "json"),
-    column_info(6, "e", "enum('a','b')"),
-], pk="int"))
+SCHEMA = TableSchema.from_table_info(
+    table_info(
+        45,
+        "t",
+        [
+            column_info(1, "id", "bigint", primary_key=True),
+            column_info(2, "name", "varchar(20)"),
+            column_info(3, "age", "int"),
+            column_info(4, "score", "decimal(5,2)"),
+            column_info(5, "j", "json"),
+            column_info(6, "e", "enum('a','b')"),
+        ],
+        pk="int",
+    )
+)
 KEY = record_key(45, 77)
 GOOD_V2 = encode_row(SCHEMA, {2: "Alice", 3: 30, 4: "12.34", 5: '{"a": [1, 2]}', 6: "b"})
 GOOD_V1 = encode_row(SCHEMA, {2: "Alice", 3: 30, 4: "12.34", 5: '{"a": [1, 2]}', 6: "b"}, version=1)
@@ -33,9 +43,18 @@ def _decode_error(value: bytes, key: bytes = KEY, schema: TableSchema = SCHEMA) 
 
 
 def test_good_rows_decode():
-    assert decode_row(SCHEMA, KEY, GOOD_V2) == decode_row(SCHEMA, KEY, GOOD_V1) == {
-        "id": 77, "name": "Alice", "age": 30, "score": __import__("decimal").Decimal("12.34"),
-        "j": '{"a": [1, 2]}', "e": "b"}
+    assert (
+        decode_row(SCHEMA, KEY, GOOD_V2)
+        == decode_row(SCHEMA, KEY, GOOD_V1)
+        == {
+            "id": 77,
+            "name": "Alice",
+            "age": 30,
+            "score": __import__("decimal").Decimal("12.34"),
+            "j": '{"a": [1, 2]}',
+            "e": "b",
+        }
+    )
 
 
 @pytest.mark.parametrize("cut", range(1, len(GOOD_V2)))
@@ -46,8 +65,16 @@ def test_truncated_v2_value(cut):
 
 
 # v1 rows carry no column count: a cut exactly between two (id, value) pairs is a valid shorter row.
-V1_PAIR_ENDS = {len(encode_row(SCHEMA, dict(list({2: "Alice", 3: 30, 4: "12.34", 5: '{"a": [1, 2]}',
-                                                  6: "b"}.items())[:n]), version=1)) for n in range(1, 6)}
+V1_PAIR_ENDS = {
+    len(
+        encode_row(
+            SCHEMA,
+            dict(list({2: "Alice", 3: 30, 4: "12.34", 5: '{"a": [1, 2]}', 6: "b"}.items())[:n]),
+            version=1,
+        )
+    )
+    for n in range(1, 6)
+}
 
 
 @pytest.mark.parametrize("cut", [c for c in range(1, len(GOOD_V1)) if c not in V1_PAIR_ENDS])
@@ -94,8 +121,14 @@ def test_trailing_bytes():
 
 def test_type_the_schema_cannot_hold():
     # age (INT) holding 3 bytes: no compact int is 3 bytes long.
-    schema3 = TableSchema.from_table_info(table_info(45, "t", [
-        column_info(1, "id", "bigint", primary_key=True), column_info(3, "age", "int")], pk="int"))
+    schema3 = TableSchema.from_table_info(
+        table_info(
+            45,
+            "t",
+            [column_info(1, "id", "bigint", primary_key=True), column_info(3, "age", "int")],
+            pk="int",
+        )
+    )
     raw = bytes([0x80, 0, 1, 0, 0, 0, 3, 3, 0]) + b"\x01\x02\x03"
     err = _decode_error(raw, schema=schema3)
     assert err.offset == 9 and err.column == "age"
@@ -171,3 +204,19 @@ def test_encoder_rejects_values_the_column_cannot_hold():
         encode_row(SCHEMA, {99: 1})
     with pytest.raises(CodecError, match="JSON"):
         encode_row(SCHEMA, {5: "{not json"})
+
+
+def test_checksummed_rows_decode_and_bad_checksum_area_is_an_error():
+    """reference §3.1: HAS_CHECKSUM rows carry u8 header + u32 CRC (+ u32 extra) after the data."""
+    import pyarrow as pa
+
+    from backfill.codec import decode_batch
+
+    with_checksum = GOOD_V2[:1] + b"\x02" + GOOD_V2[2:] + b"\x01" + b"\xaa\xbb\xcc\xdd"
+    with_extra = GOOD_V2[:1] + b"\x02" + GOOD_V2[2:] + b"\x09" + bytes(8)
+    expected = decode_row(SCHEMA, KEY, GOOD_V2)
+    assert decode_row(SCHEMA, KEY, with_checksum) == decode_row(SCHEMA, KEY, with_extra) == expected
+    batch = pa.RecordBatch.from_pydict({"key": [KEY, KEY], "value": [with_checksum, GOOD_V2]})
+    assert decode_batch(SCHEMA, batch).to_pylist() == [expected, expected]
+    err = _decode_error(with_checksum[:-1])
+    assert err.offset == len(GOOD_V2) and "checksum" in str(err)

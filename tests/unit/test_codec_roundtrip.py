@@ -16,12 +16,16 @@ from backfill.codec import (
     ZERO_TIME,
     DecodeStats,
     TableSchema,
+    classify_key,
     decode_record_key,
     decode_row,
     encode_row,
+    from_comparable_key,
+    jsonbin,
     record_key,
+    table_span,
+    to_comparable_key,
 )
-from backfill.codec import jsonbin
 from backfill.codec.tableinfo import column_info, table_info
 from tests.unit.test_codec_strategies import assert_row_matches, random_rows, random_tables
 
@@ -56,11 +60,21 @@ def test_v1_and_v2_decode_alike(data):
 
 
 @SETTINGS
-@given(text=st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
-              st.floats(allow_nan=False, allow_infinity=False), st.text()),
-    lambda inner: st.one_of(st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=5), inner, max_size=5)),
-    max_leaves=30).map(json.dumps))
+@given(
+    text=st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.integers(-(2**63), 2**64 - 1),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.text(),
+        ),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=5), st.dictionaries(st.text(max_size=5), inner, max_size=5)
+        ),
+        max_leaves=30,
+    ).map(json.dumps)
+)
 def test_json_canonical_text_is_stable(text):
     """Printing is a fixed point: canonical text parses back to the same value and prints the same."""
     canonical = jsonbin.to_text(*jsonbin.from_text(text))
@@ -70,35 +84,58 @@ def test_json_canonical_text_is_stable(text):
 
 def test_nested_json_and_unicode_keys_sorted_by_utf8():
     text = '{"ü": {"z": [1, {"b": null, "a": [true, false]}]}, "a": "x", "": 0}'
-    assert jsonbin.to_text(*jsonbin.from_text(text)) == \
-        '{"": 0, "a": "x", "ü": {"z": [1, {"a": [true, false], "b": null}]}}'
+    assert (
+        jsonbin.to_text(*jsonbin.from_text(text))
+        == '{"": 0, "a": "x", "ü": {"z": [1, {"a": [true, false], "b": null}]}}'
+    )
 
 
 # ---------------------------------------------------------------- handles
+
 
 @settings(max_examples=200, deadline=None)
 @given(pk=st.integers(0, 2**64 - 1), name=st.text(max_size=10), version=st.sampled_from([1, 2]))
 def test_int_pk_handle_unsigned(pk, name, version):
     """BIGINT UNSIGNED PK: the key carries the int64 bit pattern, the value does not carry the PK."""
-    schema = TableSchema.from_table_info(table_info(
-        7, "u", [column_info(1, "id", "bigint unsigned", primary_key=True), column_info(2, "n", "varchar(10)")],
-        pk="int"))
+    schema = TableSchema.from_table_info(
+        table_info(
+            7,
+            "u",
+            [column_info(1, "id", "bigint unsigned", primary_key=True), column_info(2, "n", "varchar(10)")],
+            pk="int",
+        )
+    )
     raw = encode_row(schema, {1: pk, 2: name}, version=version)
     key = record_key(7, pk)
     assert decode_row(schema, key, raw) == {"id": Decimal(pk), "n": name}
 
 
 @settings(max_examples=200, deadline=None)
-@given(a=st.binary(max_size=20), b=st.integers(-(2**63), 2**63 - 1),
-       d=st.decimals(min_value=-9999, max_value=9999, places=2, allow_nan=False),
-       t=st.datetimes(min_value=dt.datetime(1000, 1, 1)).map(lambda x: x.replace(microsecond=0)),
-       s=st.text(max_size=8), version=st.sampled_from([1, 2]))
+@given(
+    a=st.binary(max_size=20),
+    b=st.integers(-(2**63), 2**63 - 1),
+    d=st.decimals(min_value=-9999, max_value=9999, places=2, allow_nan=False),
+    t=st.datetimes(min_value=dt.datetime(1000, 1, 1)).map(lambda x: x.replace(microsecond=0)),
+    s=st.text(max_size=8),
+    version=st.sampled_from([1, 2]),
+)
 def test_common_handle_roundtrip(a, b, d, t, s, version):
     """Clustered PK (varbinary, bigint, decimal, datetime, varchar utf8mb4_bin): key datums + value."""
-    schema = TableSchema.from_table_info(table_info(8, "c", [
-        column_info(1, "a", "varbinary(20)"), column_info(2, "b", "bigint"), column_info(3, "d", "decimal(6,2)"),
-        column_info(4, "t", "datetime"), column_info(5, "s", "varchar(10)"), column_info(6, "x", "int"),
-    ], pk=["a", "b", "d", "t", "s"]))
+    schema = TableSchema.from_table_info(
+        table_info(
+            8,
+            "c",
+            [
+                column_info(1, "a", "varbinary(20)"),
+                column_info(2, "b", "bigint"),
+                column_info(3, "d", "decimal(6,2)"),
+                column_info(4, "t", "datetime"),
+                column_info(5, "s", "varchar(10)"),
+                column_info(6, "x", "int"),
+            ],
+            pk=["a", "b", "d", "t", "s"],
+        )
+    )
     cols = schema.by_name
     key = record_key(8, [(cols["a"], a), (cols["b"], b), (cols["d"], d), (cols["t"], t), (cols["s"], s)])
     raw = encode_row(schema, {1: a, 2: b, 3: d, 4: t, 5: s, 6: 1}, version=version)
@@ -108,14 +145,48 @@ def test_common_handle_roundtrip(a, b, d, t, s, version):
     # The value does not repeat the PK columns the key gives back; the utf8mb4_bin VARCHAR is kept (restored
     # data: trailing spaces are trimmed in its key).
     from backfill.codec.row import decode_stored
+
     assert set(decode_stored(schema, raw)) == {5, 6}
 
 
 def test_large_ids_and_values():
     """Column ids > 255 and a value > 64 KiB switch to the LARGE layout; both decode."""
-    schema = TableSchema.from_table_info(table_info(9, "l", [
-        column_info(1000, "big", "longblob"), column_info(300, "s", "varchar(10)"), column_info(2, "n", "int")]))
+    schema = TableSchema.from_table_info(
+        table_info(
+            9,
+            "l",
+            [
+                column_info(1000, "big", "longblob"),
+                column_info(300, "s", "varchar(10)"),
+                column_info(2, "n", "int"),
+            ],
+        )
+    )
     blob = bytes(range(256)) * 300
     for version in (1, 2):
         raw = encode_row(schema, {1000: blob, 300: "", 2: None}, version=version)
         assert decode_row(schema, 3, raw) == {"_tidb_rowid": 3, "big": blob, "s": "", "n": None}
+
+
+# ---------------------------------------------------------------- keys
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.lists(st.binary(max_size=30), min_size=2, max_size=10))
+def test_comparable_keys_roundtrip_and_keep_order(keys):
+    """EncodeBytes (region-key form) round-trips and sorts exactly like the raw keys."""
+    enc = [to_comparable_key(k) for k in keys]
+    assert [from_comparable_key(e) for e in enc] == keys
+    assert sorted(range(len(keys)), key=lambda i: (enc[i], i)) == sorted(
+        range(len(keys)), key=lambda i: (keys[i], i)
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(table_id=st.integers(1, 2**48), handle=st.integers(-(2**63), 2**63 - 1))
+def test_record_keys_roundtrip_and_stay_in_span(table_id, handle):
+    key = record_key(table_id, handle)
+    assert decode_record_key(key) == (table_id, handle)
+    start, end = table_span(table_id)
+    assert start < key < end
+    assert classify_key(key) == "record"

@@ -41,19 +41,24 @@ def _int_spec(name: str, unsigned: bool) -> ColumnSpec:
         edge = st.sampled_from([lo, hi, -1, 0, 127, 128, -129, 32767, 32768, 2**31, -(2**31) - 1])
         edge = edge.filter(lambda v: lo <= v <= hi)
         expect = lambda v: v  # noqa: E731
-    return ColumnSpec(f"{name}{' unsigned' if unsigned else ''}",
-                      _pair(st.one_of(edge, st.integers(lo, hi)), expect))
+    return ColumnSpec(
+        f"{name}{' unsigned' if unsigned else ''}", _pair(st.one_of(edge, st.integers(lo, hi)), expect)
+    )
 
 
 def _decimal_spec(prec: int, scale: int) -> ColumnSpec:
     def build(sign: int, digits: int) -> Decimal:
         return Decimal((0 if sign > 0 else 1, tuple(int(c) for c in str(digits)), -scale))
+
     top = 10**prec - 1
-    strategy = st.builds(build, st.sampled_from([1, -1]), st.one_of(st.sampled_from([0, top, 1]),
-                                                                    st.integers(0, top)))
+    strategy = st.builds(
+        build, st.sampled_from([1, -1]), st.one_of(st.sampled_from([0, top, 1]), st.integers(0, top))
+    )
+
     def expect(v: Decimal):
         v = v.copy_abs() if v.is_zero() else v  # there is no negative zero DECIMAL
         return v if prec <= 38 else format(v, "f")
+
     return ColumnSpec(f"decimal({prec},{scale})", _pair(strategy, expect))
 
 
@@ -77,8 +82,12 @@ def _datetime_spec(kind: str, fsp: int) -> ColumnSpec:
     def build(d: dt.datetime, micro: int) -> dt.datetime:
         d = d.replace(microsecond=micro)
         return d.replace(tzinfo=dt.UTC) if kind == "timestamp" else d
-    real = st.builds(build, st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)),
-                     _frac_micro(fsp))
+
+    real = st.builds(
+        build,
+        st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31)),
+        _frac_micro(fsp),
+    )
     zero = st.just(ZERO_TIME).map(lambda z: (z, None))
     return ColumnSpec(f"{kind}({fsp})", st.one_of(_pair(real), zero))
 
@@ -97,19 +106,29 @@ def _time_spec(fsp: int) -> ColumnSpec:
         if fsp:
             text += "." + f"{frac:06d}"[:fsp]
         return td, text
-    return ColumnSpec(f"time({fsp})", st.one_of(st.sampled_from([0, max_us, -max_us, -1, 1]),
-                                                st.integers(-max_us, max_us)).map(build))
+
+    return ColumnSpec(
+        f"time({fsp})",
+        st.one_of(st.sampled_from([0, max_us, -max_us, -1, 1]), st.integers(-max_us, max_us)).map(build),
+    )
 
 
 ELEMS = ["a", "b", "c,d".replace(",", ""), "x y", "ü"]
 
 
 def _json_values() -> st.SearchStrategy:
-    scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1),
-                        st.floats(allow_nan=False, allow_infinity=False), TEXT)
-    return st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(TEXT, inner, max_size=4)),
-                        max_leaves=12)
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**63), 2**64 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        TEXT,
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
+        max_leaves=12,
+    )
 
 
 def _json_spec() -> ColumnSpec:
@@ -118,8 +137,9 @@ def _json_spec() -> ColumnSpec:
 
 
 def _bit_spec(n: int) -> ColumnSpec:
-    return ColumnSpec(f"bit({n})", st.integers(0, (1 << n) - 1).map(
-        lambda v: (v, v.to_bytes((n + 7) // 8, "big"))))
+    return ColumnSpec(
+        f"bit({n})", st.integers(0, (1 << n) - 1).map(lambda v: (v, v.to_bytes((n + 7) // 8, "big")))
+    )
 
 
 COLUMN_SPECS: st.SearchStrategy = st.one_of(
@@ -131,9 +151,17 @@ COLUMN_SPECS: st.SearchStrategy = st.one_of(
     st.just(ColumnSpec("longtext", _pair(st.one_of(TEXT, _long_text())))),
     st.just(ColumnSpec("varbinary(100)", _pair(st.binary(max_size=40)))),
     st.just(ColumnSpec("enum('a','b','cd','x y','ü')", _pair(st.sampled_from(["a", "b", "cd", "x y", "ü"])))),
-    st.just(ColumnSpec("set('a','b','cd','x y','ü')", st.lists(
-        st.sampled_from(["a", "b", "cd", "x y", "ü"]), unique=True).map(
-        lambda names: (",".join(names), ",".join(e for e in ["a", "b", "cd", "x y", "ü"] if e in names))))),
+    st.just(
+        ColumnSpec(
+            "set('a','b','cd','x y','ü')",
+            st.lists(st.sampled_from(["a", "b", "cd", "x y", "ü"]), unique=True).map(
+                lambda names: (
+                    ",".join(names),
+                    ",".join(e for e in ["a", "b", "cd", "x y", "ü"] if e in names),
+                )
+            ),
+        )
+    ),
     _json_strategy := st.just(_json_spec()),
     st.integers(1, 64).map(_bit_spec),
     st.just(ColumnSpec("date", st.one_of(_pair(st.dates()), st.just((ZERO_TIME, None))))),
@@ -154,8 +182,10 @@ def random_tables(draw, min_cols: int = 1, max_cols: int = 8) -> RandomTable:
     specs = draw(st.lists(COLUMN_SPECS, min_size=min_cols, max_size=max_cols))
     ids = draw(st.lists(st.integers(1, 600), min_size=len(specs), max_size=len(specs), unique=True))
     # Nullable columns get a default so that a NULL is written (TiDB omits NULLs of all-NULL-default columns).
-    cols = [column_info(cid, f"c{cid}", spec.sql_type, default="" if spec.sql_type != "json" else None)
-            for cid, spec in zip(ids, specs, strict=True)]
+    cols = [
+        column_info(cid, f"c{cid}", spec.sql_type, default="" if spec.sql_type != "json" else None)
+        for cid, spec in zip(ids, specs, strict=True)
+    ]
     info = table_info(draw(st.integers(1, 2**40)), "rand", cols)
     return RandomTable(TableSchema.from_table_info(info), dict(zip(ids, specs, strict=True)))
 
@@ -166,8 +196,11 @@ def random_rows(draw, table: RandomTable, allow_absent: bool = True) -> tuple[di
     values: dict[int, Any] = {}
     expected: dict[str, Any] = {}
     for col in table.schema.columns:
-        choice = draw(st.sampled_from(["value", "value", "value", "null", "absent"] if allow_absent
-                                      else ["value", "value", "null"]))
+        choice = draw(
+            st.sampled_from(
+                ["value", "value", "value", "null", "absent"] if allow_absent else ["value", "value", "null"]
+            )
+        )
         if choice == "value":
             v, e = draw(table.specs[col.id].values)
             values[col.id] = v

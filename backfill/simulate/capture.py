@@ -1,0 +1,188 @@
+"""One capture (scan): a TiKV CDC EventFeed subscription per region, recorded to files.
+
+Per region, like TiKV's ``Delegate`` + ``Initializer`` (reference §1.2-§1.5): the observer registers first
+(from then on realtime writes are forwarded), the incremental-scan snapshot is taken a little later, and
+its output (per key: the lock as PREWRITE, then committed versions newer than the checkpoint, newest first,
+keys ascending, not bounded by current_ts) is interleaved with the realtime stream until INITIALIZED.
+After that the region reports RESOLVED ts = min(PD ts, oldest lock in the region), only ever increasing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from backfill.codec import table_span
+from backfill.simulate.emit import EventWriter
+from backfill.simulate.regions import Region
+from backfill.simulate.store import PhysTable, Store
+
+PREWRITE, COMMIT, ROLLBACK, COMMITTED, INITIALIZED, RESOLVED = (
+    "PREWRITE", "COMMIT", "ROLLBACK", "COMMITTED", "INITIALIZED", "RESOLVED")
+PUT, DELETE = "PUT", "DELETE"
+
+# (type, start_ts, commit_ts, op_type, key, value, old_value, generation)
+Row = tuple[str, int, int | None, str | None, bytes, bytes, bytes | None, int]
+
+
+@dataclass
+class Stream:
+    """One region's EventFeed stream within this capture."""
+
+    region: Region
+    register_tick: int
+    snapshot_tick: int
+    speed: int
+    resolved_every: int
+    registered: bool = False
+    scan: Iterator[Row] | None = None
+    initialized: bool = False
+    seq: int = 0
+    last_resolved: int = 0
+    next_resolved_tick: int = 0
+
+
+class Capture:
+    def __init__(self, scan_id: str, scan_dir: Path, *, checkpoint_ts: int, current_ts: int,
+                 regions: list[Region], store: Store, rng: random.Random, start_tick: int,
+                 row_group_size: int, rows_per_file: int) -> None:
+        self.scan_id = scan_id
+        self.dir = scan_dir
+        self.checkpoint_ts = checkpoint_ts
+        self.current_ts = current_ts
+        self.regions = regions
+        self.store = store
+        self.start_tick = start_tick
+        self.writer = EventWriter(scan_dir / "events", row_group_size=row_group_size,
+                                  rows_per_file=rows_per_file)
+        self._starts = [r.start for r in regions]
+        self.streams: dict[int, Stream] = {}
+        for r in regions:
+            reg = start_tick + rng.randint(0, 3)
+            keys = self._key_count(r)
+            self.streams[r.id] = Stream(r, reg, reg + rng.randint(0, 2), speed=max(24, keys // 3 + 1),
+                                        resolved_every=rng.randint(1, 3))
+        self.counts: dict[str, int] = {}
+
+    # ------------------------------------------------------------ output
+
+    def _emit(self, s: Stream, type_: str, start_ts: int | None, commit_ts: int | None, op: str | None,
+              key: bytes | None, value: bytes | None, old: bytes | None, generation: int,
+              resolved: int | None = None) -> None:
+        self.writer.add(s.region.id, s.seq, type_, start_ts, commit_ts, op, key, value, old, generation,
+                        resolved)
+        s.seq += 1
+        self.counts[type_] = self.counts.get(type_, 0) + 1
+
+    def stream_of(self, key: bytes) -> Stream:
+        return self.streams[self.regions[bisect.bisect_right(self._starts, key) - 1].id]
+
+    def realtime(self, key: bytes, row: Row) -> bool:
+        """A write applied on the region holding ``key``; forwarded if the region is subscribed."""
+        s = self.stream_of(key)
+        if not s.registered:
+            return False
+        type_, start_ts, commit_ts, op, _key, value, old, gen = row
+        if type_ in (COMMIT, COMMITTED) and not s.initialized and commit_ts is not None:
+            self.counts["realtime_commit_before_initialized"] = (
+                self.counts.get("realtime_commit_before_initialized", 0) + 1)
+        self._emit(s, type_, start_ts, commit_ts, op, key, value, old, gen)
+        return True
+
+    # ------------------------------------------------------------ the incremental scan
+
+    def _tables(self, r: Region) -> Iterator[tuple[PhysTable, bytes, bytes]]:
+        for t in self.store.tables_between(0, None):
+            lo, hi = table_span(t.pid)
+            if r.overlaps(lo, hi):
+                yield t, max(lo, r.start), (min(hi, r.end) if r.end else hi)
+
+    def _key_count(self, r: Region) -> int:
+        return sum(t.count_in(lo, hi) for t, lo, hi in self._tables(r))
+
+    def _snapshot(self, r: Region) -> Iterator[Row]:
+        """The region's incremental-scan output as of now (the snapshot), produced lazily."""
+        snap_seq = self.store.seq
+        checkpoint = self.checkpoint_ts
+        parts = []
+        for t, lo, hi in self._tables(r):
+            keys = t.keys_in(lo, hi)
+            locks = {k: t.keys[k].lock for k in t.locked if lo <= k < hi}
+            parts.append((t, keys, locks))
+
+        def rows() -> Iterator[Row]:
+            for t, keys, locks in parts:
+                for key in keys:
+                    lock = locks.get(key)
+                    if lock is not None:
+                        yield (PREWRITE, lock.start_ts, None, PUT if lock.put else DELETE, key, lock.value,
+                               lock.old_value, lock.generation)
+                    ks = t.keys.get(key)
+                    if ks is None:
+                        continue
+                    vs = ks.versions
+                    for i in range(len(vs) - 1, -1, -1):
+                        v = vs[i]
+                        if v.seq > snap_seq:
+                            continue
+                        if v.commit_ts <= checkpoint:
+                            break
+                        old = vs[i - 1].value if i > 0 and vs[i - 1].put else b""
+                        yield (COMMITTED, v.start_ts, v.commit_ts, PUT if v.put else DELETE, key, v.value, old, 0)
+
+        return rows()
+
+    # ------------------------------------------------------------ time
+
+    def tick(self, tick: int, min_ts: int, region_min_lock: dict[int, int]) -> None:
+        """Advance every stream: register, take snapshots, emit a slice of scan output, INITIALIZED,
+        and RESOLVED for initialized regions (``min_ts`` from PD, held back by the region's oldest lock)."""
+        for s in self.streams.values():
+            if not s.registered and tick >= s.register_tick:
+                s.registered = True
+            if s.registered and s.scan is None and not s.initialized and tick >= s.snapshot_tick:
+                s.scan = self._snapshot(s.region)
+            if s.scan is not None:
+                for _ in range(s.speed):
+                    row = next(s.scan, None)
+                    if row is None:
+                        s.scan = None
+                        s.initialized = True
+                        self._emit(s, INITIALIZED, None, None, None, None, None, None, 0)
+                        s.next_resolved_tick = tick + 1
+                        break
+                    self._emit(s, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
+            if s.initialized and tick >= s.next_resolved_tick:
+                self.resolve(s, min_ts, region_min_lock)
+                s.next_resolved_tick = tick + s.resolved_every
+
+    def resolve(self, s: Stream, min_ts: int, region_min_lock: dict[int, int]) -> None:
+        ts = min(min_ts, region_min_lock.get(s.region.id, min_ts))
+        if ts > s.last_resolved:
+            s.last_resolved = ts
+            self._emit(s, RESOLVED, None, None, None, None, None, None, 0, ts)
+
+    def all_caught_up(self) -> bool:
+        return all(s.initialized and s.last_resolved >= self.current_ts for s in self.streams.values())
+
+    def finish(self, min_ts: int, region_min_lock: dict[int, int]) -> int:
+        """Last RESOLVED per initialized region, then close the events files; returns the event count."""
+        for s in self.streams.values():
+            if s.initialized:
+                self.resolve(s, min_ts, region_min_lock)
+        return self.writer.close()
+
+    def resolved_ts(self, physical_ids: set[int]) -> int:
+        """DESIGN.md: per region the last RESOLVED after INITIALIZED (none: the checkpoint), per table the
+        min over regions covering its span, globally the min over tables, capped by current_ts."""
+        resolved = self.current_ts
+        for pid in physical_ids:
+            lo, hi = table_span(pid)
+            for s in self.streams.values():
+                if s.region.overlaps(lo, hi):
+                    region_ts = s.last_resolved if s.initialized else 0
+                    resolved = min(resolved, max(self.checkpoint_ts, region_ts))
+        return resolved

@@ -1,0 +1,58 @@
+"""``backfill simulate``: the command-line face of the simulator (the lead's CLI calls this)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from backfill.simulate.config import SimulationConfig, SimulationResult
+from backfill.simulate.engine import simulate
+from tidelake.errors import ConfigError, TidelakeError
+from tidelake.output import emit
+from tidelake.tso import format_ts
+
+
+class SimulationReport:
+    """What ``backfill simulate`` prints: one row per scan, then the counters."""
+
+    def __init__(self, result: SimulationResult) -> None:
+        self.result = result
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.result.to_dict()
+
+    def render(self, console: Console) -> None:
+        r = self.result
+        table = Table(title=f"simulated {r.events:,} events into {r.out} in {r.elapsed_s:.1f}s")
+        for col in ("scan", "checkpoint ts", "current ts", "resolved ts", "events", "regions", "DDL jobs"):
+            table.add_column(col, justify="right" if col in ("events", "regions", "DDL jobs") else "left")
+        for s in r.scans:
+            table.add_row(s.scan_id, format_ts(s.checkpoint_ts), format_ts(s.current_ts), format_ts(s.resolved_ts),
+                          f"{s.events:,}", str(s.regions), str(s.ddl_jobs))
+        console.print(table)
+        if r.mysql_applied:
+            console.print("MariaDB/MySQL now holds the expected state of the last scan.")
+
+
+def simulate_command(out: str, *, seed: int = 0, tables: int = 4, rows: int = 100, txns: int = 300,
+                     scans: int = 3, mysql: str | None = None, as_json: bool = False) -> int:
+    """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
+    try:
+        config = SimulationConfig(out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
+                                  mysql_url=mysql)
+    except ValueError as exc:
+        raise ConfigError(f"simulate: {exc}") from None
+    try:
+        result = simulate(config)
+    except FileExistsError as exc:
+        raise TidelakeError(str(exc)) from None
+    except OSError as exc:
+        raise TidelakeError(f"simulate: {exc}") from None
+    except Exception as exc:
+        if type(exc).__module__.startswith("pymysql"):  # unreachable server, bad credentials: the user's to fix
+            raise TidelakeError(f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}") from None
+        raise
+    emit(SimulationReport(result), as_json)
+    return 0

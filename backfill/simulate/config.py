@@ -1,0 +1,107 @@
+"""What a simulation run is asked for, and what it reports back.
+
+Frozen and validated at construction, so a bad size fails before anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+DDL_KINDS: tuple[str, ...] = (
+    "create_table",
+    "drop_table",
+    "truncate_table",
+    "add_column",
+    "drop_column",
+    "modify_column",
+    "rename_column",
+    "rename_table",
+    "add_partition",
+    "drop_partition",
+    "truncate_partition",
+)
+
+
+@dataclass(frozen=True)
+class SimulationConfig:
+    """One simulated upstream TiDB cluster and the captures taken of it.
+
+    ``rows`` rows are inserted into every initial table early in the first window (the tables are empty
+    at the first scan's checkpoint, the initial snapshot ts); ``txns`` random transactions follow, spread
+    over ``scans`` capture windows. ``ddls_per_scan`` online DDLs run in each window, their kinds cycling
+    through ``ddl_kinds`` in a seed-shuffled order so that every kind comes up after a few windows.
+    """
+
+    out: Path
+    seed: int = 0
+    tables: int = 4
+    rows: int = 100
+    txns: int = 300
+    scans: int = 3
+    mysql_url: str | None = None
+    ddls_per_scan: int = 2
+    ddl_kinds: tuple[str, ...] = DDL_KINDS
+    region_split_keys: int = 48
+    """A region holding more keys than this splits (at the next capture boundary)."""
+    v1_row_fraction: float = 0.05
+    """Share of row values written in the old row format v1 (clusters upgraded from old TiDB)."""
+    hot_table_share: float = 0.0
+    """Share of single-table transactions that go to the first table (a hot table, seed 003)."""
+    open_lock_txns: int = 1
+    """Long transactions per window whose locks are still open when the capture ends."""
+    check_codec: bool = False
+    """Cross-check every written row: the codec's decoder must see what the model says (slow)."""
+    rows_per_file: int = 1_000_000
+    row_group_size: int = 65_536
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "ddl_kinds", tuple(self.ddl_kinds))
+        for name in ("tables", "scans", "region_split_keys", "rows_per_file", "row_group_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("rows", "txns", "ddls_per_scan", "open_lock_txns"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if not 0.0 <= self.hot_table_share < 1.0:
+            raise ValueError(f"hot_table_share must be within [0, 1), got {self.hot_table_share}")
+        if not 0.0 <= self.v1_row_fraction <= 1.0:
+            raise ValueError(f"v1_row_fraction must be within [0, 1], got {self.v1_row_fraction}")
+        unknown = sorted(set(self.ddl_kinds) - set(DDL_KINDS))
+        if unknown:
+            raise ValueError(f"unknown DDL kinds {unknown}; known: {', '.join(DDL_KINDS)}")
+
+
+@dataclass(frozen=True)
+class ScanSummary:
+    scan_id: str
+    checkpoint_ts: int
+    current_ts: int
+    resolved_ts: int
+    """Global resolved ts a correct consumer reaches after the chain up to and including this scan."""
+    events: int
+    regions: int
+    ddl_jobs: int
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    out: Path
+    scans: tuple[ScanSummary, ...]
+    events: int
+    elapsed_s: float
+    stats: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    mysql_applied: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "out": str(self.out),
+            "events": self.events,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "mysql_applied": self.mysql_applied,
+            "scans": [asdict(s) for s in self.scans],
+            "stats": dict(self.stats),
+        }

@@ -1,0 +1,343 @@
+"""Online DDL: jobs that move a table through TiDB's schema states and finish with a done job.
+
+Each job is planned up front as a list of intermediate (writer) versions and a final version. The runner
+takes one state step at a time, like TiDB's DDL owner: a step waits until every open transaction on the
+table started in the current state or the one before (the two-adjacent-states rule F1/TiDB rely on).
+Destructive jobs (drop/truncate table, drop/truncate partition) stop new writes to what they remove and
+wait for open writes to drain. The done job carries the final TableInfo and ``binlog.FinishedTS``
+(the commit ts of the job's done state, reference §4.3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backfill.codec import table_span
+from backfill.simulate import coltypes as ct
+from backfill.simulate.catalog import NO_CHANGE, Transform, fill_for
+from backfill.simulate.tables import (
+    ADD_COLUMN_MENU,
+    DELETE_ONLY,
+    DELETE_REORG,
+    NO_DEFAULT,
+    NONE,
+    PUBLIC,
+    TEMPLATES,
+    WRITE_ONLY,
+    WRITE_REORG,
+    ColumnDef,
+    PartitionDef,
+    TableVersion,
+    build_table,
+    modification,
+)
+from backfill.simulate.txns import Workload
+from backfill.simulate.world import World
+
+ACTION = {
+    "create_table": 3, "drop_table": 4, "add_column": 5, "drop_column": 6, "truncate_table": 11,
+    "modify_column": 12, "rename_column": 12, "rename_table": 14, "add_partition": 19,
+    "drop_partition": 20, "truncate_partition": 23,
+}
+JOB_DONE = 4
+SQL_MODE = 1436549152  # TiDB's default sql_mode bits
+
+
+@dataclass
+class DdlJob:
+    id: int
+    kind: str
+    uid: int
+    db: str
+    table_name: str
+    table_id: int
+    query: str
+    mysql: list[str]
+    final: TableVersion | None
+    binlog_info: dict[str, Any] | None = None
+    steps: list[TableVersion] = field(default_factory=list)
+    transform: Transform = NO_CHANGE
+    final_state: int = PUBLIC
+    destructive: bool = False
+    frozen_pids: frozenset[int] = frozenset()
+    drop_pids: tuple[int, ...] = ()
+    start_ts: int = 0
+    next_tick: int = 0
+
+
+class DdlRunner:
+    def __init__(self, world: World, workload: Workload, kinds: tuple[str, ...]) -> None:
+        self.w = world
+        self.load = workload
+        self.kinds = list(kinds)
+        world.rng.shuffle(self.kinds)
+        self._cursor = 0
+        self.due: list[int] = []
+        self.job: DdlJob | None = None
+        self.done_jobs: list[tuple[int, dict[str, Any]]] = []
+        self._names = 0
+
+    # ------------------------------------------------------------ scheduling
+
+    def schedule(self, ticks: list[int]) -> None:
+        self.due.extend(ticks)
+        self.due.sort()
+
+    def tick(self) -> None:
+        w = self.w
+        if self.job is None and self.due and self.due[0] <= w.tick and self.kinds:
+            for _ in range(len(self.kinds)):
+                kind = self.kinds[self._cursor % len(self.kinds)]
+                self._cursor += 1
+                job = self._plan(kind)
+                if job is not None:
+                    self.due.pop(0)
+                    self._begin(job)
+                    break
+            else:
+                self.due.pop(0)
+        if self.job is not None and w.tick >= self.job.next_tick:
+            self._advance(self.job)
+
+    def _begin(self, job: DdlJob) -> None:
+        w = self.w
+        job.start_ts = w.tso.next()
+        job.next_tick = w.tick + w.rng.randint(0, 1)
+        if job.destructive and job.frozen_pids:
+            w.frozen_pids |= job.frozen_pids
+        elif job.destructive:
+            w.frozen_uids.add(job.uid)
+        w.ddl_uids.add(job.uid)
+        self.job = job
+
+    def _ready(self, job: DdlJob) -> bool:
+        w = self.w
+        if job.kind == "create_table":
+            return True
+        if job.destructive and job.frozen_pids:
+            prefixes = tuple(table_span(p)[0] for p in job.frozen_pids)
+            return not any(k.startswith(prefixes) for k in self.load.reserved)
+        if job.destructive:
+            return w.oldest_open_epoch(job.uid) is None
+        oldest = w.oldest_open_epoch(job.uid)
+        return oldest is None or oldest >= w.epoch[job.uid]
+
+    def _advance(self, job: DdlJob) -> None:
+        w = self.w
+        if not self._ready(job):
+            return
+        w.catalog.next_schema_version()
+        if job.steps:
+            w.catalog.writing[job.uid] = job.steps.pop(0)
+            w.epoch[job.uid] += 1
+            job.next_tick = w.tick + w.rng.randint(1, 3)
+            return
+        finished = w.tso.next()
+        final = job.final
+        if final is not None and job.kind not in ("truncate_table", "rename_table"):
+            final = replace(final, update_ts=finished, revision=final.revision + 1)
+        w.catalog.finish(job.uid, finished, final, job.transform)
+        w.epoch[job.uid] += 1
+        for pid in job.drop_pids:
+            if pid in w.store.tables:
+                w.store.tables[pid].dropped_at = finished
+            self.load.pools.pop(pid, None)
+        info = job.binlog_info if job.binlog_info is not None else (final.table_info() if final else None)
+        self.done_jobs.append((finished, self._job_json(job, finished, info)))
+        if w.oplog is not None:
+            w.oplog.add((finished, "ddl", job.db, job.table_name, job.mysql))
+        w.frozen_pids -= job.frozen_pids
+        w.frozen_uids.discard(job.uid)
+        w.ddl_uids.discard(job.uid)
+        w.stats[f"ddl_{job.kind}"] += 1
+        self.job = None
+
+    def _job_json(self, job: DdlJob, finished: int, info: dict[str, Any] | None) -> dict[str, Any]:
+        """TiDB ``model.Job`` JSON of the done job (pkg/meta/model/job.go field names)."""
+        return {
+            "id": job.id,
+            "type": ACTION[job.kind],
+            "schema_id": self.w.db_ids[job.db],
+            "table_id": job.table_id,
+            "schema_name": job.db,
+            "table_name": job.table_name,
+            "state": JOB_DONE,
+            "warning": None,
+            "err": None,
+            "err_count": 0,
+            "row_count": 0,
+            "raw_args": None,
+            "schema_state": job.final_state,
+            "snapshot_ver": 0,
+            "real_start_ts": job.start_ts,
+            "start_ts": job.start_ts,
+            "dependency_id": 0,
+            "query": job.query,
+            "binlog": {
+                "SchemaVersion": self.w.catalog.schema_version,
+                "DBInfo": None,
+                "TableInfo": info,
+                "FinishedTS": finished,
+                "MultipleTableInfos": None,
+            },
+            "version": 1,
+            "reorg_meta": None,
+            "multi_schema_info": None,
+            "priority": 0,
+            "seq_num": len(self.done_jobs) + 1,
+            "charset": "",
+            "collate": "",
+            "admin_operator": 0,
+            "trace_info": None,
+            "bdr_role": "",
+            "cdc_write_source": 0,
+            "local_mode": False,
+            "sql_mode": SQL_MODE,
+            "last_schema_version": 0,
+        }
+
+    # ------------------------------------------------------------ planning
+
+    def _eligible(self, *, partitioned: bool | None = None) -> list[TableVersion]:
+        w = self.w
+        out = []
+        for uid, d in sorted(w.catalog.done.items()):
+            if uid in w.frozen_uids or uid in w.ddl_uids or w.long_uids[uid] > 0:
+                continue
+            if partitioned is not None and (d.partition is not None) != partitioned:
+                continue
+            out.append(d)
+        return out
+
+    def _fresh_name(self, base: str, suffix: str) -> str:
+        self._names += 1
+        base = re.sub(r"_(v|r|n)\d+$", "", base)
+        return f"{base}_{suffix}{self._names}"
+
+    def _plan(self, kind: str) -> DdlJob | None:
+        w = self.w
+        rng = w.rng
+        job_id = w.ids.take()[0]
+        if kind == "create_table":
+            tmpl = TEMPLATES[rng.randrange(len(TEMPLATES))]
+            uid = w.next_uid
+            w.next_uid += 1
+            ids = w.ids.take(1 + tmpl.partitions)
+            v = build_table(tmpl, uid=uid, name=self._fresh_name(tmpl.name, "n"), ids=ids,
+                            partition_width=partition_width(w.cfg.rows, tmpl.partitions), update_ts=0)
+            return DdlJob(job_id, kind, uid, v.db, v.name, v.table_id, v.create_sql(),
+                          [v.create_sql(mysql=True)], v)
+        partitioned = True if kind.endswith("_partition") else None
+        cands = self._eligible(partitioned=partitioned)
+        if kind == "drop_table":
+            cands = [d for d in cands if d.partition is None] if len(w.catalog.done) > 3 else []
+        if not cands:
+            return None
+        d = rng.choice(cands)
+        q = d.qualified
+        base = dict(id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id)
+        non_pk = [c for c in d.public if not c.pk]
+
+        if kind == "drop_table":
+            info = dict(d.table_info(), state=NONE)
+            sql = f"DROP TABLE {q}"
+            return DdlJob(**base, query=sql, mysql=[sql], final=None, binlog_info=info, final_state=NONE,
+                          steps=[d, d], destructive=True, drop_pids=d.physical_ids)
+        if kind == "truncate_table":
+            ids = w.ids.take(1 + (len(d.partition.defs) if d.partition else 0))
+            part = None
+            if d.partition:
+                part = replace(d.partition, defs=tuple(replace(p, id=i) for p, i in zip(d.partition.defs, ids[1:],
+                                                                                         strict=True)))
+            final = replace(d, table_id=ids[0], partition=part)
+            sql = f"TRUNCATE TABLE {q}"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, destructive=True,
+                          drop_pids=d.physical_ids)
+        if kind == "rename_table":
+            final = replace(d, name=self._fresh_name(d.name, "v"))
+            sql = f"RENAME TABLE {q} TO {final.qualified}"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final)
+        if kind == "add_column":
+            t, default = ADD_COLUMN_MENU[rng.randrange(len(ADD_COLUMN_MENU))]
+            self._names += 1
+            col = ColumnDef(d.max_col_id + 1, f"added_{self._names}", t, nullable=False, default=default)
+            final = replace(d, columns=(*d.columns, col), max_col_id=col.id)
+            steps = [replace(d, columns=(*d.columns, replace(col, state=s, role="adding")), max_col_id=col.id)
+                     for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)]
+            sql = f"ALTER TABLE {q} ADD COLUMN {col.sql()}"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps,
+                          transform=Transform("add", col.id, value=fill_for(final, col.id)))
+        if kind == "drop_column":
+            if len(non_pk) < 3:
+                return None
+            col = rng.choice(non_pk)
+            rest = tuple(c for c in d.columns if c.id != col.id)
+            steps = [replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
+                     for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)]
+            sql = f"ALTER TABLE {q} DROP COLUMN `{col.name}`"
+            return DdlJob(**base, query=sql, mysql=[sql], final=replace(d, columns=rest), steps=steps,
+                          transform=Transform("drop", col.id), final_state=NONE)
+        if kind == "modify_column":
+            options = [(c, m) for c in non_pk if (m := modification(c.type)) is not None]
+            if not options:
+                return None
+            col, (new_type, reorg) = rng.choice(options)
+            default = col.default if col.default is NO_DEFAULT else ct.convert(col.default, col.type, new_type)
+            if not reorg:
+                new = replace(col, type=new_type, default=default)
+                final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
+                sql = f"ALTER TABLE {q} MODIFY COLUMN {new.sql()}"
+                return DdlJob(**base, query=sql, mysql=[sql], final=final)
+            new_id = d.max_col_id + 1
+            offset = d.columns.index(col)
+            changing = ColumnDef(new_id, f"_Col$_{col.name}_0", new_type, nullable=col.nullable, default=default,
+                                 role="changing", source_id=col.id, dependency_offset=offset)
+            steps = [replace(d, columns=(*d.columns, replace(changing, state=s)), max_col_id=new_id)
+                     for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)]
+            new = ColumnDef(new_id, col.name, new_type, nullable=col.nullable, default=default)
+            final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns), max_col_id=new_id)
+            sql = f"ALTER TABLE {q} MODIFY COLUMN {new.sql()}"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps,
+                          transform=Transform("remap", col.id, new_id, old_type=col.type, new_type=new_type))
+        if kind == "rename_column":
+            col = rng.choice(non_pk)
+            new = replace(col, name=self._fresh_name(col.name, "r"))
+            final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
+            sql = f"ALTER TABLE {q} RENAME COLUMN `{col.name}` TO `{new.name}`"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final)
+        assert d.partition is not None
+        part = d.partition
+        if kind == "add_partition":
+            top = max(p.less_than for p in part.defs)
+            n = 1 + max(int(p.name[1:]) for p in part.defs)
+            new_def = PartitionDef(w.ids.take()[0], f"p{n}", top + partition_width(w.cfg.rows, 3))
+            final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
+            steps = [replace(d, partition=replace(part, adding=(new_def,)))]
+            sql = (f"ALTER TABLE {q} ADD PARTITION (PARTITION `{new_def.name}` VALUES LESS THAN "
+                   f"({new_def.less_than}))")
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
+        victim = rng.choice(part.defs)
+        if kind == "drop_partition":
+            if len(part.defs) < 2:
+                return None
+            rest = tuple(p for p in part.defs if p.id != victim.id)
+            final = replace(d, partition=replace(part, defs=rest))
+            steps = [replace(d, partition=replace(part, defs=rest, dropping=(victim,)))]
+            sql = f"ALTER TABLE {q} DROP PARTITION `{victim.name}`"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps, destructive=True,
+                          frozen_pids=frozenset({victim.id}), drop_pids=(victim.id,))
+        if kind == "truncate_partition":
+            fresh = replace(victim, id=w.ids.take()[0])
+            final = replace(d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p
+                                                                  for p in part.defs)))
+            sql = f"ALTER TABLE {q} TRUNCATE PARTITION `{victim.name}`"
+            return DdlJob(**base, query=sql, mysql=[sql], final=final, destructive=True,
+                          frozen_pids=frozenset({victim.id}), drop_pids=(victim.id,))
+        raise ValueError(f"unknown DDL kind {kind}")
+
+
+def partition_width(rows: int, partitions: int) -> int:
+    """Id range per partition: wide enough that the seeded rows spread without running out of ids."""
+    return max(1000, 4 * rows // max(1, partitions))

@@ -1,0 +1,236 @@
+"""The simulation's time loop: workload, online DDL and captures, tick by tick.
+
+Layout of a run: tables are created before the initial snapshot ts (the first scan's checkpoint) and are
+empty then. Each window has a gap (workload only; the first one also seeds ``rows`` rows per table) and
+a capture that overlaps further workload. A capture's checkpoint is at or below the resolved ts the chain
+reached so far (the first: the initial snapshot), chosen lower now and then, so consecutive windows
+overlap and deliver events and DDL jobs twice.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from typing import Any
+
+from backfill.codec import table_span
+from backfill.simulate.capture import Capture
+from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
+from backfill.simulate.ddl import DdlRunner, partition_width
+from backfill.simulate.emit import mark_success, write_json_lines, write_manifest
+from backfill.simulate.expected import write_expected, write_index
+from backfill.simulate.tables import TEMPLATES, build_table
+from backfill.simulate.txns import Txn, Workload
+from backfill.simulate.world import OpLog, World
+
+DATABASES = ("shop", "ops")
+CAPTURE_MIN_TICKS = 6
+CAPTURE_MAX_TICKS = 40
+SEED_ROWS_PER_TXN = 25
+
+
+class Engine:
+    def __init__(self, cfg: SimulationConfig) -> None:
+        self.cfg = cfg
+        out = cfg.out
+        for sub in ("scans", "expected"):
+            if (out / sub).exists():
+                raise FileExistsError(f"{out / sub} already exists: simulate into an empty folder")
+        (out / "scans").mkdir(parents=True)
+        self.w = World(cfg, random.Random(cfg.seed))
+        if cfg.mysql_url:
+            self.w.oplog = OpLog(out / ".mysql-ops.pkl")
+        self.load = Workload(self.w)
+        self.ddl = DdlRunner(self.w, self.load, cfg.ddl_kinds)
+        self.new_long: list[Txn] = []
+        self.held_long: list[Txn] = []
+        self.summaries: list[ScanSummary] = []
+        self.index: list[dict[str, int | str]] = []
+        self.initial_ts = 0
+        self.resolved = 0
+        self.checkpoint = 0
+        self._starts = 0.0
+        self.budget = 0
+
+    # ------------------------------------------------------------ setup
+
+    def setup(self) -> None:
+        w = self.w
+        for db in DATABASES:
+            w.db_ids[db] = w.ids.take()[0]
+        for i in range(self.cfg.tables):
+            tmpl = TEMPLATES[i % len(TEMPLATES)]
+            name = tmpl.name if i < len(TEMPLATES) else f"{tmpl.name}_{i // len(TEMPLATES)}"
+            uid = w.next_uid
+            w.next_uid += 1
+            ids = w.ids.take(1 + tmpl.partitions)
+            finished = w.tso.next()
+            v = build_table(tmpl, uid=uid, name=name, ids=ids, update_ts=finished,
+                            partition_width=partition_width(self.cfg.rows, tmpl.partitions))
+            w.catalog.finish(uid, finished, v)
+            if w.oplog is not None:
+                w.oplog.add((finished, "ddl", v.db, v.name, [v.create_sql(mysql=True)]))
+        self._split_regions()
+        w.tso.advance(5)
+        self.initial_ts = self.resolved = self.checkpoint = w.tso.next()
+
+    # ------------------------------------------------------------ time
+
+    def tick(self, start_rate: float) -> None:
+        w = self.w
+        w.tick += 1
+        w.tso.advance(w.rng.randint(1, 3))
+        self._starts += start_rate
+        while self._starts >= 1 and self.budget > 0:
+            self._starts -= 1
+            self.budget -= 1
+            self.load.start()
+        self.load.step()
+        self.ddl.tick()
+        if w.capture is not None:
+            w.capture.tick(w.tick, w.tso.next(), self._region_min_lock())
+
+    def _region_min_lock(self) -> dict[int, int]:
+        w = self.w
+        out: dict[int, int] = {}
+        for t in w.store.tables.values():
+            for key in t.locked:
+                lock = t.keys[key].lock
+                assert lock is not None
+                rid = w.regions.locate(key).id
+                if lock.start_ts < out.get(rid, 1 << 64):
+                    out[rid] = lock.start_ts
+        return out
+
+    # ------------------------------------------------------------ windows
+
+    def run(self) -> SimulationResult:
+        began = time.perf_counter()
+        self.setup()
+        cfg = self.cfg
+        per_scan = [cfg.txns // cfg.scans + (1 if k < cfg.txns % cfg.scans else 0) for k in range(cfg.scans)]
+        for k in range(cfg.scans):
+            self.window(k, per_scan[k])
+        events = sum(s.events for s in self.summaries)
+        applied = False
+        if self.w.oplog is not None:
+            self.w.oplog.close()
+            from backfill.simulate.mysql_apply import apply_ops, parse_mysql_url
+
+            assert cfg.mysql_url is not None
+            apply_ops(parse_mysql_url(cfg.mysql_url), DATABASES, self.w.oplog.read(), self.resolved)
+            self.w.oplog.path.unlink()
+            applied = True
+        stats = dict(sorted(self.w.stats.items()))
+        stats["region_splits"] = self.w.regions.splits
+        return SimulationResult(cfg.out, tuple(self.summaries), events, time.perf_counter() - began, stats, applied)
+
+    def window(self, k: int, txns: int) -> None:
+        w, cfg, rng = self.w, self.cfg, self.w.rng
+        seeds = 0
+        if k == 0 and cfg.rows:
+            for uid in sorted(w.catalog.done):
+                left = cfg.rows
+                while left > 0:
+                    n = min(SEED_ROWS_PER_TXN, left)
+                    left -= n
+                    self.load.start("normal", uid=uid, rows=n)
+                    seeds += 1
+                    self.tick(0)
+        gap = rng.randint(8, 16)
+        rate = txns / (gap + 12)
+        self.budget += txns
+        self.ddl.schedule([w.tick + rng.randint(1, gap + 10) for _ in range(cfg.ddls_per_scan)])
+        long_at = {w.tick + gap - rng.randint(1, 4) for _ in range(cfg.open_lock_txns)}
+        for _ in range(gap):
+            self.tick(rate)
+            if w.tick in long_at:
+                txn = self.load.start("long", until_tick=None)
+                if txn is not None:
+                    self.new_long.append(txn)
+        self.capture(k, rate)
+
+    def _split_regions(self) -> None:
+        """New table ids get their own region; regions holding too many keys split at the median key."""
+        w = self.w
+        for pid in sorted(set(w.catalog.uid_of_pid)):
+            w.regions.split(table_span(pid)[0])
+        for r in list(w.regions.regions):
+            keys: list[bytes] = []
+            for t in w.store.tables_between(0, None):
+                lo, hi = table_span(t.pid)
+                if r.overlaps(lo, hi):
+                    keys.extend(t.keys_in(max(lo, r.start), min(hi, r.end) if r.end else hi))
+            if len(keys) > self.cfg.region_split_keys:
+                w.regions.split(keys[len(keys) // 2])
+
+    def capture(self, k: int, rate: float) -> None:
+        w, cfg, rng = self.w, self.cfg, self.w.rng
+        self._split_regions()
+        if k > 0:
+            span = self.resolved - self.checkpoint
+            self.checkpoint = self.resolved - (rng.randint(0, span // 2) if span > 1 else 0)
+        checkpoint = self.checkpoint
+        w.store.gc(checkpoint)
+        current = w.tso.next()
+        scan_id = f"scan-{k + 1:05d}"
+        scan_dir = cfg.out / "scans" / scan_id
+        tables = [{"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)]
+        write_json_lines(scan_dir / "schema" / "tables.jsonl", tables)
+        cap = Capture(scan_id, scan_dir, checkpoint_ts=checkpoint, current_ts=current,
+                      regions=list(w.regions.regions), store=w.store, rng=rng, start_tick=w.tick,
+                      row_group_size=cfg.row_group_size, rows_per_file=cfg.rows_per_file)
+        w.capture = cap
+        for txn in self.held_long:  # locks held over the previous capture's end commit (or roll back) now
+            self.load.release(txn, w.tick + rng.randint(1, 5))
+        self.held_long, self.new_long = self.new_long, []
+        start = w.tick
+        while True:
+            self.tick(rate)
+            elapsed = w.tick - start
+            initialized = all(s.initialized for s in cap.streams.values())
+            if elapsed >= CAPTURE_MIN_TICKS and cap.all_caught_up():
+                break
+            if elapsed >= CAPTURE_MAX_TICKS and initialized:
+                break
+        events = cap.finish(w.tso.next(), self._region_min_lock())
+        w.capture = None
+        jobs = [job for finished, job in self.ddl.done_jobs if checkpoint < finished <= current]
+        write_json_lines(scan_dir / "schema" / "ddl_jobs.jsonl", jobs)
+        pids = {p for t in tables for p in _physical_ids(t["table_info"])}
+        pids |= {p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])}
+        scan_resolved = cap.resolved_ts(pids)
+        self.resolved = max(self.resolved, scan_resolved)
+        write_manifest(scan_dir, checkpoint, current, (r.manifest() for r in cap.regions))
+        write_expected(cfg.out, scan_id, w, self.resolved)
+        mark_success(scan_dir)
+        self.index.append({"scan_id": scan_id, "checkpoint_ts": checkpoint, "current_ts": current,
+                           "resolved_ts": self.resolved})
+        write_index(cfg.out, self.index)
+        for name, n in cap.counts.items():
+            w.stats[f"captured_{name.lower()}"] += n
+        w.stats["open_locks_at_capture_end"] += sum(len(t.locked) for t in w.store.tables.values())
+        self.summaries.append(ScanSummary(scan_id, checkpoint, current, self.resolved, events,
+                                          len(cap.regions), len(jobs)))
+
+
+def _physical_ids(info: dict[str, Any]) -> list[int]:
+    part = info.get("partition")
+    if part and part.get("definitions"):
+        return [int(d["id"]) for d in part["definitions"]]
+    return [int(info["id"])]
+
+
+def simulate(config: SimulationConfig) -> SimulationResult:
+    """Simulate an upstream TiDB cluster and write its captures and expected states under ``config.out``."""
+    return Engine(config).run()
+
+
+def estimate_txns_for_events(events: int, *, tables: int, rows: int) -> int:
+    """Transactions for about ``events`` events. Measured mix: seeding costs ~3 events per row (PREWRITE,
+    COMMIT, then COMMITTED again in the next overlapping scan), a random transaction ~18."""
+    return max(1, math.ceil((events - 3 * tables * rows) / 18))
+
+
+__all__ = ["DATABASES", "Engine", "estimate_txns_for_events", "simulate"]

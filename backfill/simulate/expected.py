@@ -1,0 +1,106 @@
+"""The expected state beside the scans: what a correct consumer holds after each scan of the chain.
+
+``<out>/expected/index.json`` lists the scans with the global resolved ts a consumer reaches after the
+chain up to and including each; ``<out>/expected/<scan-id>/<db>/<table>.parquet`` holds every live table
+at that ts in the Delta schema (DESIGN.md mapping, ``_tidb_rowid`` first for tables without a clustered
+primary key, ``_tidb_commit_ts`` last), sorted by primary key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from backfill.codec import decode_record_key
+from backfill.codec.schema import ROWID_NAME
+from backfill.simulate.emit import write_json
+from backfill.simulate.tables import TableVersion
+from backfill.simulate.world import World
+
+INDEX_FORMAT = "tidelake.expected"
+COMMIT_TS = "_tidb_commit_ts"
+
+
+PRIMARY_KEY_METADATA = b"tidelake.primary_key"
+
+
+def delta_schema(version: TableVersion) -> pa.Schema:
+    """Delta columns + ``_tidb_commit_ts``; the primary key's column names ride along as JSON metadata."""
+    schema = version.schema.arrow_schema.append(pa.field(COMMIT_TS, pa.int64(), nullable=False))
+    return schema.with_metadata({PRIMARY_KEY_METADATA: json.dumps(list(version.schema.pk_columns)).encode()})
+
+
+def primary_key(table: pa.Table) -> tuple[str, ...]:
+    """Primary-key column names of an expected table (``("_tidb_rowid",)`` without a clustered key)."""
+    return tuple(json.loads((table.schema.metadata or {})[PRIMARY_KEY_METADATA]))
+
+
+def _sort_key(names: tuple[str, ...]) -> Any:
+    return lambda row: tuple(row[n] for n in names)
+
+
+def table_at(world: World, version: TableVersion, ts: int) -> pa.Table:
+    """``version``'s rows as of ``ts`` (which must be >= the last GC safepoint)."""
+    cat, store = world.catalog, world.store
+    to_index = cat.entry_index(version.uid, ts)
+    names = [(c.id, c.name) for c in version.schema.columns]
+    rows: list[dict[str, Any]] = []
+    for pid in version.physical_ids:
+        t = store.tables.get(pid)
+        if t is None:
+            continue
+        for key, ks in t.keys.items():
+            v = ks.latest_at(ts)
+            if v is None or not v.put:
+                continue
+            row = world.logical_row(version.uid, pid, key, v, to_index)
+            if row is None:
+                continue
+            out = {name: row[cid] for cid, name in names}
+            if version.pk_kind == "rowid":
+                out[ROWID_NAME] = decode_record_key(key).handle
+            out[COMMIT_TS] = v.commit_ts
+            rows.append(out)
+    rows.sort(key=_sort_key(version.schema.pk_columns))
+    return pa.Table.from_pylist(rows, schema=delta_schema(version))
+
+
+def expected_tables(world: World, ts: int) -> Iterator[tuple[str, str, pa.Table]]:
+    for version in world.catalog.tables_at(ts):
+        yield version.db, version.name, table_at(world, version, ts)
+
+
+def write_expected(out: Path, scan_id: str, world: World, ts: int) -> int:
+    """Write the expected tables for one scan; returns the number of rows written."""
+    n = 0
+    for db, name, table in expected_tables(world, ts):
+        path = out / "expected" / scan_id / db / f"{name}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, path)
+        n += table.num_rows
+    (out / "expected" / scan_id).mkdir(parents=True, exist_ok=True)
+    return n
+
+
+def write_index(out: Path, scans: list[dict[str, int | str]]) -> None:
+    write_json(out / "expected" / "index.json", {"format": INDEX_FORMAT, "version": 1, "scans": scans})
+
+
+def load_index(out: str | Path) -> list[dict[str, Any]]:
+    doc = json.loads((Path(out) / "expected" / "index.json").read_text(encoding="utf-8"))
+    if doc.get("format") != INDEX_FORMAT or doc.get("version") != 1:
+        raise ValueError(f"{out}/expected/index.json is not a {INDEX_FORMAT} v1 index")
+    return list(doc["scans"])
+
+
+def load_expected(out: str | Path, scan_id: str) -> dict[tuple[str, str], pa.Table]:
+    """``(db, table) -> Arrow table`` of every live table after the chain up to ``scan_id``."""
+    root = Path(out) / "expected" / scan_id
+    if not root.is_dir():
+        raise FileNotFoundError(f"no expected state for scan {scan_id!r} under {out}")
+    return {(p.parent.name, p.stem): pq.read_table(p) for p in sorted(root.glob("*/*.parquet"))}

@@ -1,0 +1,131 @@
+"""The simulated cluster's shared state, and the consumer's view of a stored row.
+
+``logical_row`` is the model's answer to "what does a correct consumer hold for this key": decode the
+stored value with the schema done at ``commit_ts - 1`` (absent columns filled as TiCDC fills them), then
+apply every later finished DDL up to the version wanted. The physical column map the writer produced is
+the ground truth; the codec is only asked to read back values whose map is no longer kept.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from backfill.codec import ZERO_TIME, decode_row
+from backfill.simulate.capture import Capture, Row
+from backfill.simulate.catalog import Catalog, IdAllocator, fill_for
+from backfill.simulate.config import SimulationConfig
+from backfill.simulate.regions import RegionMap
+from backfill.simulate.store import Store, Version
+from backfill.simulate.tables import TableVersion
+from backfill.simulate.tso import Oracle
+
+
+class OpLog:
+    """Logical changes in commit-ts order, spooled to disk for the MariaDB applier (bounded memory).
+
+    Records: ``(ts, "put", db, table, {column: value})``, ``(ts, "delete", db, table, {pk column: value})``,
+    ``(ts, "ddl", db, table, [sql, ...])``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f: BinaryIO | None = path.open("wb")
+        self._pickler = pickle.Pickler(self._f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.count = 0
+
+    def add(self, record: tuple[Any, ...]) -> None:
+        self._pickler.dump(record)
+        self.count += 1
+        if self.count % 10_000 == 0:
+            self._pickler.clear_memo()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def read(self) -> Iterator[tuple[Any, ...]]:
+        with self.path.open("rb") as f:
+            up = pickle.Unpickler(f)
+            while True:
+                try:
+                    yield up.load()
+                except EOFError:
+                    return
+
+
+def decode_phys(version: TableVersion, phys: dict[int, Any]) -> dict[int, Any]:
+    """A stored column map read with ``version``: its public columns, absent ones filled."""
+    row: dict[int, Any] = {}
+    for col in version.schema.columns:
+        if col.id in phys:
+            v = phys[col.id]
+            row[col.id] = None if v is ZERO_TIME else v
+        else:
+            row[col.id] = fill_for(version, col.id)
+    return row
+
+
+@dataclass
+class World:
+    cfg: SimulationConfig
+    rng: random.Random
+    tso: Oracle = field(default_factory=Oracle)
+    store: Store = field(default_factory=Store)
+    catalog: Catalog = field(default_factory=Catalog)
+    regions: RegionMap = field(default_factory=RegionMap)
+    ids: IdAllocator = field(default_factory=IdAllocator)
+    stats: Counter[str] = field(default_factory=Counter)
+    capture: Capture | None = None
+    oplog: OpLog | None = None
+    tick: int = 0
+    db_ids: dict[str, int] = field(default_factory=dict)
+    epoch: Counter[int] = field(default_factory=Counter)
+    open_epochs: dict[int, Counter[int]] = field(default_factory=dict)
+    frozen_uids: set[int] = field(default_factory=set)
+    frozen_pids: set[int] = field(default_factory=set)
+    long_uids: Counter[int] = field(default_factory=Counter)
+    ddl_uids: set[int] = field(default_factory=set)
+    next_uid: int = 1
+
+    def emit(self, key: bytes, row: Row) -> None:
+        """A change TiKV applied: counted, and forwarded to the running capture if its region listens."""
+        if self.capture is not None and self.capture.realtime(key, row):
+            self.stats[f"realtime_{row[0].lower()}"] += 1
+
+    def open_txn(self, uid: int) -> int:
+        e = self.epoch[uid]
+        self.open_epochs.setdefault(uid, Counter())[e] += 1
+        return e
+
+    def close_txn(self, uid: int, epoch: int) -> None:
+        c = self.open_epochs[uid]
+        c[epoch] -= 1
+        if c[epoch] <= 0:
+            del c[epoch]
+
+    def oldest_open_epoch(self, uid: int) -> int | None:
+        c = self.open_epochs.get(uid)
+        return min(c) if c else None
+
+    def logical_row(self, uid: int, pid: int, key: bytes, v: Version, to_index: int) -> dict[int, Any] | None:
+        """Column id -> value a consumer holds for version ``v`` once DDLs up to entry ``to_index`` apply;
+        None when the consumer drops the row (its physical id is not in the schema at commit_ts - 1)."""
+        cat = self.catalog
+        i = cat.entry_index(uid, v.commit_ts - 1)
+        at = cat.version_at(uid, v.commit_ts - 1)
+        if at is None or pid not in at.physical_ids:
+            return None
+        if v.phys is not None:
+            row = decode_phys(at, v.phys)
+        else:
+            decoded = decode_row(at.schema, key, v.value)
+            row = {c.id: decoded[c.name] for c in at.schema.columns}
+        cat.carry(uid, row, i, to_index)
+        return row
