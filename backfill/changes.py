@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from backfill.matcher import COMMITTED, EVENT_TYPES, ROW_OPS, MatchError, StreamColumns, match_stream
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 MATCH_OUTPUT_DDL = (
     "kind STRING, scan_id STRING, region_id BIGINT, key BINARY, op STRING, value BINARY, start_ts BIGINT, "
@@ -245,8 +245,34 @@ class CollapsePlan:
     live: Mapping[int, Sequence[tuple[int, int | None]]]  # physical id -> live (after, until] intervals
     table_floor: Mapping[int, int]  # table index -> its checkpoint: changes at or below are applied
     resolved_ts: int
-    splits: Sequence[bytes]  # key-range split keys
-    partitions: int
+    splits: Sequence[bytes]  # key-range split keys: range i is [splits[i-1], splits[i])
+    partition_tags: Sequence[int]  # tag i lands in shuffle partition i (see `partition_tags`)
+
+
+def partition_tags(spark: SparkSession, partitions: int) -> list[int]:
+    """For each shuffle partition i, a BIGINT that Spark's hash partitioning sends to partition i.
+
+    `repartition(n, col)` places a row by `pmod(hash(col), n)`; tagging key range i with tag i puts
+    exactly one key range in each partition, without the sampling pass of `repartitionByRange`.
+    """
+    from pyspark.sql import functions as F
+
+    probe = spark.range(0, 64 * partitions).select(
+        "id", F.pmod(F.hash(F.col("id")), F.lit(partitions)).alias("p")
+    )
+    first: dict[int, int] = {}
+    for row in probe.collect():
+        first.setdefault(row["p"], row["id"])
+    if len(first) < partitions:
+        raise RuntimeError(f"no hash tag found for some of {partitions} partitions")
+    return [first[p] for p in range(partitions)]
+
+
+def lookup_tag(index: Column, tags: Sequence[int]) -> Column:
+    """`tags[index]` as a Spark expression."""
+    from pyspark.sql import functions as F
+
+    return F.element_at(F.array(*(F.lit(t).cast("bigint") for t in tags)), index + 1)
 
 
 BAD_ROWS = -1  # the table_idx `collapse` gives rows that break the input contract
@@ -255,10 +281,11 @@ BAD_ROWS = -1  # the table_idx `collapse` gives rows that break the input contra
 def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
     """Keep the last change per (table, row handle): the row's final state at the resolved ts.
 
-    Rows are first range-partitioned by key ranges (`plan.splits`), and the group-by reuses that
-    partitioning. Ties at one commit ts (a row moving between partitions: DELETE in one, PUT in the
-    other) resolve to the PUT. Rows for which `bad` holds are kept under table_idx `BAD_ROWS`, so the
-    same pass that collapses also finds them.
+    Rows are first partitioned by key ranges (`plan.splits`): range i goes to shuffle partition i, and
+    the group-by reuses that partitioning, so there is one shuffle and no sampling pass. Ties at one
+    commit ts (a row moving between partitions: DELETE in one, PUT in the other) resolve to the PUT.
+    Rows for which `bad` holds are kept under table_idx `BAD_ROWS`, so the same pass that collapses
+    also finds them.
     """
     from pyspark.sql import functions as F
 
@@ -275,12 +302,12 @@ def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
     ).select(
         "*",
         F.when(bad, F.lit(BAD_ROWS)).otherwise(F.col("table_idx")).alias("owner"),
-        count_below("key", plan.splits, inclusive=True).alias("bucket"),
+        lookup_tag(count_below("key", plan.splits, inclusive=True), plan.partition_tags).alias("bucket"),
         F.struct(F.col("commit_ts"), F.when(F.col("op") == "PUT", 1).otherwise(0).alias("rank")).alias(
             "version"
         ),
     )
-    partitioned = applicable.repartitionByRange(plan.partitions, "bucket")
+    partitioned = applicable.repartition(len(plan.partition_tags), "bucket")
     last = partitioned.groupBy("bucket", "owner", "handle").agg(
         F.max_by(
             F.struct(

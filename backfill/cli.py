@@ -100,7 +100,9 @@ def decode(
 
 @app.command(epilog="Example: `backfill simulate --out /tmp/sim --seed 7 --tables 4 --rows 1000 --scans 3`")
 def simulate(
-    out: Annotated[str, typer.Option("--out", help="Folder for scans/ and expected/ (must not hold them yet).")],
+    out: Annotated[
+        str, typer.Option("--out", help="Folder for scans/ and expected/ (must not hold them yet).")
+    ],
     seed: Annotated[int, typer.Option("--seed", help="Same seed, same workload.")] = 0,
     tables: Annotated[int, typer.Option("--tables", help="Tables at the start.")] = 4,
     rows: Annotated[int, typer.Option("--rows", help="Rows inserted per table early on.")] = 100,

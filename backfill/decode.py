@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.accumulators import AccumulatorParam
 
 from backfill.codec import CodecError, TableSchema, decode_batch, decode_record_key
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
@@ -83,10 +84,29 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=_nullable(schema))
 
 
+class TaskSet(AccumulatorParam):
+    """Accumulates sets: which (table, task) pairs decoded rows."""
+
+    def zero(self, value: set) -> set:
+        return set()
+
+    def addInPlace(self, value1: set, value2: set) -> set:
+        value1 |= value2
+        return value1
+
+
 def decode_changes(
-    changes: DataFrame, schema: TableSchema, zero_dates: Accumulator[int] | None = None
+    changes: DataFrame,
+    schema: TableSchema,
+    zero_dates: Accumulator[int] | None = None,
+    tasks: Accumulator[set] | None = None,
+    tag: object = None,
 ) -> DataFrame:
-    """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version."""
+    """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version.
+
+    `zero_dates` counts zero dates written as NULL; `tasks` collects `(tag, partition)` for every task
+    that decoded rows, which shows key-range parallelism at work without another Spark job.
+    """
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -96,6 +116,12 @@ def decode_changes(
                 raise RuntimeError(f"{_ERROR_TAG}[{schema.schema_name}.{schema.name}: {exc}]") from None
             if zero_dates is not None and zeros:
                 zero_dates.add(zeros)
+            if tasks is not None and out.num_rows:
+                from pyspark import TaskContext
+
+                context = TaskContext.get()
+                if context is not None:
+                    tasks.add({(tag, context.partitionId())})
             yield out
 
     return changes.select("key", "value", "op", "commit_ts").mapInArrow(

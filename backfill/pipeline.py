@@ -142,7 +142,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     zero_dates = spark.sparkContext.accumulator(0)
     with clock.stage("decode"), _decode_errors():
         # Decode everything before the first commit: bad row bytes must leave every table unchanged.
-        decoded, decode_tasks = _decode_all(tables, collapsed, counts, zero_dates)
+        decoded, decode_tasks = _decode_all(spark, tables, collapsed, counts, zero_dates)
     outcomes = []
     scans_used = [link.scan.scan_id for link in chain]
     with clock.stage("merge"):
@@ -249,8 +249,8 @@ def _collapse(
         live,
         floors,
         resolved_ts,
-        ch.key_range_splits(region_counts, partitions * 2),
-        partitions,
+        ch.key_range_splits(region_counts, partitions),
+        ch.partition_tags(spark, partitions),
     )
     bad = ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids))
     collapsed = ch.collapse(parts, plan, bad)
@@ -284,6 +284,7 @@ def _bad_row_error(row: Any) -> InputError:
 
 
 def _decode_all(
+    spark: SparkSession,
     tables: Sequence[TrackedTable],
     collapsed: DataFrame,
     counts: dict[tuple[int, int, str], int],
@@ -293,8 +294,10 @@ def _decode_all(
     table the number of tasks that decoded its rows (key-range parallelism at work)."""
     from pyspark.sql import functions as F
 
+    from backfill.decode import TaskSet
+
     decoded = {}
-    tasks: dict[int, set[int]] = {}
+    tasks = spark.sparkContext.accumulator(set(), TaskSet())
     for index, table in enumerate(tables):
         for seg, version in enumerate(table.versions):
             if version.schema is None or not (
@@ -302,11 +305,13 @@ def _decode_all(
             ):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-            frame = decode_changes(rows, version.schema, zero_dates).persist()
-            per_task = frame.groupBy(F.spark_partition_id().alias("task")).count().collect()
-            tasks.setdefault(index, set()).update(r["task"] for r in per_task)
+            frame = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
+            frame.count()
             decoded[(index, seg)] = frame
-    return decoded, {index: len(ids) for index, ids in tasks.items()}
+    per_table: dict[int, set[int]] = {}
+    for index, partition in tasks.value:
+        per_table.setdefault(index, set()).add(partition)
+    return decoded, {index: len(parts) for index, parts in per_table.items()}
 
 
 def _apply_table(
