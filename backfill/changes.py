@@ -7,7 +7,7 @@ COMMITTED events are self-contained and skip the matcher (and its shuffle) entir
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -278,11 +278,50 @@ def lookup_tag(index: Column, tags: Sequence[int]) -> Column:
 BAD_ROWS = -1  # the table_idx `collapse` gives rows that break the input contract
 
 
+COLLAPSED_DDL = (
+    "bucket BIGINT, table_idx INT, handle BINARY, commit_ts BIGINT, op STRING, value BINARY, key BINARY, "
+    "physical_id BIGINT, start_ts BIGINT, scan_id STRING, region_id BIGINT, is_record BOOLEAN"
+)
+_COLLAPSED_COLUMNS = [part.split()[0] for part in COLLAPSED_DDL.split(", ")]
+
+
+def last_change_per_key(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Within one partition, keep the row with the highest (commit_ts, PUT over DELETE) per (table, handle).
+
+    Arrow sorts the partition in C++: a Spark group-by with `max_by` over a struct holding binary values
+    cannot use hash aggregation and sorts row by row in the JVM instead.
+    """
+    collected = list(batches)
+    table = pa.Table.from_batches(collected) if collected else None
+    if table is None or table.num_rows == 0:
+        return
+    rank = pc.if_else(pc.equal(table.column("op"), "PUT"), 1, 0)
+    table = table.append_column("rank", rank)
+    order = pc.sort_indices(
+        table,
+        sort_keys=[
+            ("table_idx", "ascending"),
+            ("handle", "ascending"),
+            ("commit_ts", "ascending"),
+            ("rank", "ascending"),
+        ],
+    )
+    table = table.take(order).drop_columns(["rank"])
+    owner, handle = table.column("table_idx"), table.column("handle")
+    n = table.num_rows
+    boundary = pc.or_(
+        pc.fill_null(pc.not_equal(owner.slice(0, n - 1), owner.slice(1)), True),
+        pc.fill_null(pc.not_equal(handle.slice(0, n - 1), handle.slice(1)), True),
+    )
+    last = pa.concat_arrays([*boundary.chunks, pa.array([True])]) if n > 1 else pa.array([True])
+    yield from table.filter(last).select(_COLLAPSED_COLUMNS).to_batches()
+
+
 def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
     """Keep the last change per (table, row handle): the row's final state at the resolved ts.
 
-    Rows are first partitioned by key ranges (`plan.splits`): range i goes to shuffle partition i, and
-    the group-by reuses that partitioning, so there is one shuffle and no sampling pass. Ties at one
+    Rows are first partitioned by key ranges (`plan.splits`): range i goes to shuffle partition i (one
+    shuffle, no sampling pass), and each partition keeps its last change per key with Arrow. Ties at one
     commit ts (a row moving between partitions: DELETE in one, PUT in the other) resolve to the PUT.
     Rows for which `bad` holds are kept under table_idx `BAD_ROWS`, so the same pass that collapses
     also finds them.
@@ -300,28 +339,9 @@ def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
             & (F.col("commit_ts") <= F.lit(plan.resolved_ts))
         )
     ).select(
-        "*",
-        F.when(bad, F.lit(BAD_ROWS)).otherwise(F.col("table_idx")).alias("owner"),
         lookup_tag(count_below("key", plan.splits, inclusive=True), plan.partition_tags).alias("bucket"),
-        F.struct(F.col("commit_ts"), F.when(F.col("op") == "PUT", 1).otherwise(0).alias("rank")).alias(
-            "version"
-        ),
+        F.when(bad, F.lit(BAD_ROWS)).otherwise(F.col("table_idx")).cast("int").alias("table_idx"),
+        *(c for c in _COLLAPSED_COLUMNS if c not in ("bucket", "table_idx")),
     )
     partitioned = applicable.repartition(len(plan.partition_tags), "bucket")
-    last = partitioned.groupBy("bucket", "owner", "handle").agg(
-        F.max_by(
-            F.struct(
-                "commit_ts",
-                "op",
-                "value",
-                "key",
-                "physical_id",
-                "start_ts",
-                "scan_id",
-                "region_id",
-                "is_record",
-            ),
-            F.col("version"),
-        ).alias("c")
-    )
-    return last.select("bucket", F.col("owner").alias("table_idx"), "handle", "c.*")
+    return partitioned.mapInArrow(last_change_per_key, COLLAPSED_DDL)
