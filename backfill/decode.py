@@ -15,11 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
 
-from backfill.codec import CodecError, TableSchema, decode_batch, decode_record_key
+from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
-from backfill.codec.row import handle_stored
-from backfill.codec.schema import ROWID_NAME
-from backfill.codec.values import from_stored
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
@@ -41,15 +38,6 @@ def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 
-def key_columns(schema: TableSchema, key: bytes) -> dict[str, object]:
-    """The primary-key values a record key holds (what a DELETE needs to find its row)."""
-    record = decode_record_key(key)
-    if schema.pk_kind == "rowid":
-        return {ROWID_NAME: record.handle}
-    stored = handle_stored(schema, record.handle, record.table_id)
-    return {schema.by_id[cid].name: from_stored(schema.by_id[cid], value) for cid, value in stored.items()}
-
-
 def decode_changes_batch(schema: TableSchema, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
     """(key, value, op, commit_ts) → the table's columns + commit ts + op; also the zero dates turned NULL."""
     target = output_schema(schema)
@@ -64,11 +52,12 @@ def decode_changes_batch(schema: TableSchema, batch: pa.RecordBatch) -> tuple[pa
         columns = [*decoded.columns, puts.column("commit_ts"), puts.column("op")]
         parts.append(pa.RecordBatch.from_arrays(columns, schema=target))
     if deletes.num_rows:
-        rows = [key_columns(schema, key) for key in deletes.column("key").to_pylist()]
-        for row, ts in zip(rows, deletes.column("commit_ts").to_pylist(), strict=True):
-            row[COMMIT_TS] = ts
-            row[OP] = "DELETE"
-        parts.append(pa.RecordBatch.from_pylist(rows, schema=_nullable(target)))
+        keys = decode_keys(schema, deletes.column("key"))
+        columns = {name: keys.column(name) for name in keys.schema.names}
+        nulls = {f.name: pa.nulls(deletes.num_rows, f.type) for f in schema.arrow_schema}
+        arrays = [columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
+        arrays += [deletes.column("commit_ts"), deletes.column("op")]
+        parts.append(pa.RecordBatch.from_arrays(arrays, schema=_nullable(target)))
     # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.
     table = pa.Table.from_batches([part.cast(_nullable(target)) for part in parts], schema=_nullable(target))
     return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(

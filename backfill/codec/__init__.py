@@ -22,7 +22,7 @@ types follow DESIGN.md's mapping table. Conventions other packages rely on:
 - Every bad byte raises :class:`CodecError` (table id, handle, byte offset); nothing decodes half-right.
 """
 
-from backfill.codec.arrow import ZERO_DATES_METADATA_KEY, decode_batch
+from backfill.codec.arrow import ZERO_DATES_METADATA_KEY, decode_batch, decode_keys
 from backfill.codec.errors import CodecError
 from backfill.codec.history import SchemaHistory, SchemaVersion
 from backfill.codec.keys import (
@@ -52,6 +52,7 @@ __all__ = [
     "TableSchema",
     "classify_key",
     "decode_batch",
+    "decode_keys",
     "decode_record_key",
     "decode_row",
     "encode_row",

@@ -1,77 +1,46 @@
 """Decode an Arrow batch of (key, value) rows into the table's Delta-typed Arrow columns.
 
-Fast path: v2 rows of one table mostly share a header layout (same not-null and null column ids), so rows
-are grouped by header shape and each column is decoded for a whole group with numpy over the Arrow
-buffers: fixed-width cells are gathered with fancy indexing, packed times and decimals are unpacked
-arithmetically, strings are sliced into new Arrow buffers. JSON goes through :mod:`jsonvec` (text of
-same-shaped documents built with Arrow kernels); other kinds without a numpy kernel (SET, BIT, TIME, wide
-DECIMAL ...) are decoded once per distinct cell. Rows the fast path cannot take (v1, checksummed rows, any
-cell that fails a check) go through :func:`backfill.codec.row.decode_row`, which is the reference the fast
-path is tested against and the one place that raises CodecError with the row's location.
+Fast path, whatever the rows' layouts: :mod:`backfill.codec.cellmatrix` parses every row header of the
+batch at once (v2 and v1) into ``(column, row)`` matrices of state (absent / NULL / value) and byte ranges.
+Each schema column is then decoded over all rows that hold a value for it, with numpy over the Arrow
+buffers: compact ints and v1 varints, floats, decimals of any precision (int64, 128-bit limbs, or text
+for DECIMAL(p>38)), packed times, TIME and SET/BIT/ENUM, strings copied out by Arrow's ``take``; JSON goes
+through :mod:`jsonvec`, one call per top-level shape (on distinct cells when the column repeats itself).
+VECTOR cells are decoded once per distinct cell in Python. Clustered-PK keys are parsed the same way
+(:mod:`backfill.codec.keycells`). Absent cells get the
+handle (int PK), the key's datum (clustered PK) or the fill value (origin default / NULL / zero value);
+NULL cells stay NULL. Rows the fast path cannot take (a check failed: malformed header, odd v1 datum,
+out-of-range value, bad UTF-8, ...) go through :func:`backfill.codec.row.decode_row`, which is the
+reference the fast path is tested against and the one place that raises CodecError with the row's
+location. :func:`decode_keys` gives the primary-key columns of record keys (DELETE rows).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-from dataclasses import dataclass
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backfill.codec import jsonvec
+from backfill.codec.cellmatrix import ABSENT, FORM_INT, VALUE, Binary, Cells, RowParser
 from backfill.codec.errors import CodecError
-from backfill.codec.keys import decode_record_key
-from backfill.codec.mydecimal import DIG2BYTES, decimal_bin_size
+from backfill.codec.keycells import KeyCells, KeyParser
+from backfill.codec.keys import RECORD_KEY_LEN, decode_record_key
+from backfill.codec.mydecimal import DIG2BYTES, MAX_FRAC, MAX_PRECISION, decimal_bin_size
+from backfill.codec.mytime import MAX_DURATION_NS
 from backfill.codec.row import DecodeStats, decode_row, handle_stored
 from backfill.codec.rowv2 import decode_cell
-from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
+from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, from_stored, int_bounds
 
 ZERO_DATES_METADATA_KEY = b"tidelake.zero_dates"
 K = ColumnKind
 _SIGN = np.uint64(1 << 63)
-_AR8 = np.arange(8)
-_FIRST_PASS_SIGNATURES = 8  # header shapes peeled off one by one before falling back to np.unique
-
-
-@dataclass
-class _Binary:
-    """Offsets (int64, n+1) and data (uint8) of a binary Arrow array, whatever its offset width."""
-
-    offsets: np.ndarray
-    data: np.ndarray
-
-    @classmethod
-    def of(cls, arr: pa.Array) -> _Binary:
-        if isinstance(arr, pa.ChunkedArray):
-            arr = arr.combine_chunks()
-        if pa.types.is_binary_view(arr.type) or pa.types.is_string_view(arr.type) \
-                or pa.types.is_fixed_size_binary(arr.type):
-            arr = arr.cast(pa.large_binary())
-        width = np.int64 if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type) \
-            else np.int32
-        bufs = arr.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
-        data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        return cls(offsets, data)
-
-    @property
-    def starts(self) -> np.ndarray:
-        return self.offsets[:-1]
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self.offsets[1:] - self.offsets[:-1]
-
-    def gather(self, pos: np.ndarray, width: int) -> np.ndarray:
-        """``width`` bytes from each position (positions past the data read as padding; callers check)."""
-        if len(self.data) == 0:
-            return np.zeros((len(pos), width), np.uint8)
-        idx = pos[:, None] + np.arange(width)
-        np.clip(idx, 0, len(self.data) - 1, out=idx)
-        return self.data[idx]
 
 
 def _be_u64(mat: np.ndarray) -> np.ndarray:
@@ -81,11 +50,11 @@ def _be_u64(mat: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- keys
 
-def _int_handles(schema: TableSchema, keys: _Binary) -> tuple[np.ndarray, np.ndarray]:
+def _int_handles(schema: TableSchema, keys: Binary) -> tuple[np.ndarray, np.ndarray]:
     """(ok mask, int64 handle) for rows whose key is a record key of this table with an int handle."""
     n = len(keys.starts)
-    ok = keys.lengths == 19
-    mat = keys.gather(np.where(ok, keys.starts, 0), 19)
+    ok = keys.lengths == RECORD_KEY_LEN
+    mat = keys.gather(np.where(ok, keys.starts, 0), RECORD_KEY_LEN)
     ok &= (mat[:, 0] == ord("t")) & (mat[:, 9] == ord("_")) & (mat[:, 10] == ord("r"))
     table_ids = (_be_u64(mat[:, 1:9]) ^ _SIGN).view(np.int64)
     ok &= np.isin(table_ids, np.array(schema.physical_ids, dtype=np.int64))
@@ -112,92 +81,12 @@ def _common_handles(schema: TableSchema, keys: pa.Array) -> tuple[np.ndarray, np
     return ok, handles
 
 
-# ---------------------------------------------------------------- header groups
-
-@dataclass
-class _Group:
-    rows: np.ndarray          # indices into the batch
-    not_null: tuple[int, ...]
-    nulls: tuple[int, ...]
-    data_start: np.ndarray    # absolute position of the data area per row
-    ends: np.ndarray          # (rows, len(not_null)) end offsets relative to data_start
-
-
-def _v2_groups(values: _Binary, candidates: np.ndarray) -> tuple[list[_Group], np.ndarray]:
-    """Split checksum-free v2 rows into header-shape groups; the rest is returned as fallback."""
-    fallback = ~candidates
-    lengths = values.lengths
-    cand = candidates & (lengths >= 6)
-    fallback |= candidates & ~cand
-    hdr = values.gather(np.where(cand, values.starts, 0), 6)
-    good = cand & (hdr[:, 0] == 0x80) & (hdr[:, 1] <= 1)  # no flag but LARGE (checksummed rows: per row)
-    fallback |= cand & ~good
-    n_not_null = hdr[:, 2].astype(np.int64) | (hdr[:, 3].astype(np.int64) << 8)
-    n_null = hdr[:, 4].astype(np.int64) | (hdr[:, 5].astype(np.int64) << 8)
-    groups: list[_Group] = []
-    idx = np.flatnonzero(good)
-    if not len(idx):
-        return groups, fallback
-    shape_keys = (hdr[idx, 1].astype(np.int64) << 32) | (n_not_null[idx] << 16) | n_null[idx]
-    for shape in np.unique(shape_keys).tolist():
-        rows = idx[shape_keys == shape]
-        large, a, b = shape >> 32, (shape >> 16) & 0xFFFF, shape & 0xFFFF
-        id_size, off_size = (4, 4) if large else (1, 2)
-        header_len = 6 + id_size * (a + b) + off_size * a
-        fits = lengths[rows] >= header_len
-        fallback[rows[~fits]] = True
-        rows = rows[fits]
-        if not len(rows):
-            continue
-        id_bytes = values.gather(values.starts[rows] + 6, id_size * (a + b))
-        for sig_rows, sig in _split_by_signature(rows, id_bytes):
-            ids = _le_words(sig[None, :], id_size)[0].tolist() if a + b else []
-            not_null, nulls = tuple(ids[:a]), tuple(ids[a:])
-            if not _ascending(not_null) or not _ascending(nulls) or set(not_null) & set(nulls):
-                fallback[sig_rows] = True
-                continue
-            starts = values.starts[sig_rows]
-            if a:
-                ends = _le_words(values.gather(starts + 6 + id_size * (a + b), off_size * a), off_size)
-                ok = (np.diff(ends, axis=1) >= 0).all(axis=1)
-                ok &= ends[:, -1] == lengths[sig_rows] - header_len
-            else:
-                ends = np.zeros((len(sig_rows), 0), np.int64)
-                ok = lengths[sig_rows] == header_len
-            fallback[sig_rows[~ok]] = True
-            if ok.any():
-                groups.append(_Group(sig_rows[ok], not_null, nulls, starts[ok] + header_len, ends[ok]))
-    return groups, fallback
-
-
-def _le_words(mat: np.ndarray, size: int) -> np.ndarray:
-    """(rows, k*size) uint8 -> (rows, k) int64 of little-endian unsigned words."""
-    words = np.ascontiguousarray(mat).view({1: "<u1", 2: "<u2", 4: "<u4"}[size])
-    return words.astype(np.int64)
-
-
-def _ascending(ids: tuple[int, ...]) -> bool:
-    return all(x < y for x, y in itertools.pairwise(ids))
-
-
-def _split_by_signature(rows: np.ndarray, ids: np.ndarray):
-    """Yield (rows, id bytes) per distinct id list: peel the common ones off, then np.unique the rest."""
-    for _ in range(_FIRST_PASS_SIGNATURES):
-        if not len(rows):
-            return
-        same = (ids == ids[0]).all(axis=1)
-        yield rows[same], ids[0]
-        rows, ids = rows[~same], ids[~same]
-    if len(rows):
-        sigs, inverse = np.unique(ids, axis=0, return_inverse=True)
-        for k, sig in enumerate(sigs):
-            yield rows[inverse.ravel() == k], sig
-
-
 # ---------------------------------------------------------------- column kernels
+# Each kernel takes the value cells of one column (s, e: absolute byte ranges; form: FORM_INT where a v1
+# int datum was decoded into ``s`` already, or None) and returns (Arrow array, mask of zero dates or None).
 
 class _Bad(Exception):
-    """Some rows of a group failed a fast-path check: send them through the per-row decoder."""
+    """Some cells failed a fast-path check: their rows go through the per-row decoder."""
 
     def __init__(self, mask: np.ndarray) -> None:
         self.mask = mask
@@ -208,57 +97,136 @@ def _check(bad: np.ndarray) -> None:
         raise _Bad(bad)
 
 
-def _compact_int(values: _Binary, s: np.ndarray, e: np.ndarray, signed: bool) -> np.ndarray:
-    lens = e - s
-    _check(~np.isin(lens, (1, 2, 4, 8)))
-    mat = values.gather(s, 8)
-    mat[_AR8[None, :] >= lens[:, None]] = 0
-    u = np.ascontiguousarray(mat).view("<u8").ravel()
+_COMPACT_MASK = np.zeros(10, np.uint64)  # by cell length (9: any longer one); 0: not a compact int
+_COMPACT_MASK[[1, 2, 4, 8]] = [0xFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF]
+_COMPACT_SHIFT = np.zeros(10, np.uint64)
+_COMPACT_SHIFT[[1, 2, 4]] = [56, 48, 32]
+
+
+def _compact_int(values: Binary, s: np.ndarray, e: np.ndarray, signed: bool) -> np.ndarray:
+    """Row-v2 compact ints -> uint64 bit patterns (sign-extended when ``signed``)."""
+    lens = np.clip(e - s, 0, 9)
+    mask = _COMPACT_MASK[lens]
+    _check(mask == 0)
+    u = values.le_u64(s) & mask
     if not signed:
         return u
-    shift = ((8 - lens) * 8).astype(np.int64)
-    return (u.view(np.int64) << shift) >> shift
+    shift = _COMPACT_SHIFT[lens]
+    return ((u << shift).view(np.int64) >> shift.view(np.int64)).view(np.uint64)
 
 
-def _ints(col: ColumnSchema, v: np.ndarray) -> pa.Array:
+def _patterns(values: Binary, s: np.ndarray, e: np.ndarray, form: np.ndarray | None,
+              signed: bool) -> np.ndarray:
+    """64-bit patterns of int-stored cells, v2 (compact) and v1 (already decoded) alike."""
+    if form is None:
+        return _compact_int(values, s, e, signed)
+    v1 = form == FORM_INT
+    if not v1.any():
+        return _compact_int(values, s, e, signed)
+    out = s.view(np.uint64).copy()
+    v2 = ~v1
+    if v2.any():
+        try:
+            out[v2] = _compact_int(values, s[v2], e[v2], signed)
+        except _Bad as bad:
+            mask = np.zeros(len(s), bool)
+            mask[np.flatnonzero(v2)[bad.mask]] = True
+            raise _Bad(mask) from None
+    return out
+
+
+def _ints(col: ColumnSchema, u: np.ndarray) -> pa.Array:
+    """Signed (patterns read as int64) or unsigned (uint64) ints -> the column's Arrow type."""
+    if col.kind == K.UINT64:
+        return _decimal128_from_int(u.view(np.int64), np.zeros(len(u), np.int64), col.arrow_type)
     lo, hi = int_bounds(col)
-    if v.dtype == np.uint64:
-        _check(v > np.uint64(hi))
-        if col.kind == K.UINT64:
-            return _decimal128_from_int(v.view(np.int64), np.zeros(len(v), np.int64), col.arrow_type)
-        v = v.astype(np.int64)
+    dtype = col.arrow_type.to_pandas_dtype()
+    if col.kind == K.UINT:
+        _check(u > np.uint64(hi))
+        return pa.array(u.view(np.int64).astype(dtype), type=col.arrow_type)
+    v = u.view(np.int64)
+    if (lo, hi) == (-(1 << 63), (1 << 63) - 1):
+        return pa.array(v, type=col.arrow_type)
+    narrow = v.astype(dtype)
+    if (lo, hi) == (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)):
+        _check(narrow != v)  # exactly the target type's range: it did not survive the cast
     else:
-        _check((v < lo) | (v > hi))
-    return pa.array(v.astype(col.arrow_type.to_pandas_dtype()), type=col.arrow_type)
+        _check((v < lo) | (v > hi))  # MEDIUMINT, YEAR
+    return pa.array(narrow, type=col.arrow_type)
 
 
-def _floats(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
+def _floats(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
     _check(e - s != 8)
-    u = _be_u64(values.gather(s, 8))
+    return _float_column(col, values.be_u64(s))
+
+
+def _float_column(col: ColumnSchema, u: np.ndarray) -> pa.Array:
+    """Memcomparable float64 bit patterns -> the column's float type."""
     f = np.where(u & _SIGN, u & ~_SIGN, ~u).view(np.float64)
     return pa.array(f.astype(np.float32) if col.kind == K.FLOAT32 else f, type=col.arrow_type)
 
 
-def _slice(values: _Binary, s: np.ndarray, e: np.ndarray, typ: pa.DataType) -> pa.Array:
+def _slice(values: Binary, s: np.ndarray, e: np.ndarray, typ: pa.DataType) -> pa.Array:
     """A string/binary Arrow array of the byte ranges ``[s, e)`` (one gather over the value buffer)."""
-    lens = e - s
+    return _gather_strings(values.data, s, e - s, typ)
+
+
+def _gather_strings(data: np.ndarray, s: np.ndarray, lens: np.ndarray, typ: pa.DataType) -> pa.Array:
+    """A string/binary array of ``data[s[i] : s[i] + lens[i]]``. Ranges in increasing, non-overlapping
+    order (cells of one column, row by row) are laid over ``data`` as the even elements of an array whose
+    odd elements are the gaps between them, and Arrow's ``take`` copies them out."""
+    n = len(s)
+    text = pa.types.is_string(typ) or pa.types.is_large_string(typ)
+    if n == 0:
+        return pa.array([], pa.string() if text else pa.binary())
+    e = s + lens
+    large = int(e[-1]) >= 2**31 - 1 or int(lens.sum()) >= 2**31 - 1
+    if n > 1 and not (s[1:] >= e[:-1]).all():
+        return _gather_strings_copy(data, s, lens, text, large)
+    spread = np.empty(2 * n + 1, np.int64 if large else np.int32)
+    spread[0:-1:2] = s
+    spread[1::2] = e
+    spread[-1] = e[-1]
+    binary = pa.large_binary() if large else pa.binary()
+    arr = pa.Array.from_buffers(binary, 2 * n, [None, pa.py_buffer(spread), pa.py_buffer(data)])
+    out = arr.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    if large and int(lens.sum()) < 2**31 - 1:  # only the source was past 2 GiB
+        out = out.cast(pa.binary())
+        binary = pa.binary()
+    return out.view((pa.large_string() if binary == pa.large_binary() else pa.string()) if text else binary)
+
+
+def _gather_strings_copy(data: np.ndarray, s: np.ndarray, lens: np.ndarray, text: bool,
+                         large: bool) -> pa.Array:
     offsets = np.zeros(len(s) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     total = int(offsets[-1])
     if total:
-        idx = np.repeat(s - offsets[:-1], lens) + np.arange(total)
-        data = values.data[idx]
+        # source index of every output byte: +1 within a range, a jump at each range start (one cumsum)
+        nonempty = lens > 0
+        ss, ls, os_ = s[nonempty], lens[nonempty], offsets[:-1][nonempty]
+        step = np.ones(total, np.int64)
+        step[os_[1:]] = ss[1:] - ss[:-1] - ls[:-1] + 1
+        step[0] = ss[0]
+        out = data[np.cumsum(step)]
     else:
-        data = np.zeros(0, np.uint8)
-    if total >= 2**31 - 1:
-        typ = pa.large_string() if pa.types.is_string(typ) else pa.large_binary()
+        out = np.zeros(0, np.uint8)
+    if large:
+        typ = pa.large_string() if text else pa.large_binary()
         offsets_buf = pa.py_buffer(offsets)
     else:
+        typ = pa.string() if text else pa.binary()
         offsets_buf = pa.py_buffer(offsets.astype(np.int32))
-    return pa.Array.from_buffers(typ, len(s), [None, offsets_buf, pa.py_buffer(data)])
+    return pa.Array.from_buffers(typ, len(s), [None, offsets_buf, pa.py_buffer(out)])
 
 
-def _strings(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
+def _char_rows(mat: np.ndarray, start: np.ndarray) -> pa.Array:
+    """Strings ``mat[i, start[i]:]`` of an (n, w) uint8 character matrix."""
+    n, w = mat.shape
+    return _gather_strings(mat.ravel(), np.arange(n, dtype=np.int64) * w + start, w - start, pa.string())
+
+
+def _strings(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
     arr = _slice(values, s, e, pa.string() if col.kind == K.TEXT else pa.binary())
     if col.kind == K.TEXT:
         try:
@@ -275,41 +243,123 @@ def _decimal128_from_int(lo: np.ndarray, hi: np.ndarray, typ: pa.DataType) -> pa
     return pa.Array.from_buffers(typ, len(lo), [None, pa.py_buffer(words)])
 
 
-def _decimals(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    """DECIMAL(p<=18, s) cells stored with the column's own (precision, scale): unpack in int64."""
+def _decimal_groups(prec: int, frac: int) -> list[int]:
+    intg = prec - frac
+    return ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (frac // 9) + \
+        ([frac % 9] if frac % 9 else [])
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _decimals(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
+    """DECIMAL cells stored with the column's own (precision, scale): unpack the base-10^9 words, then
+    int64 (p <= 18), 128-bit two's complement from 32-bit limbs (p <= 38) or text (p > 38)."""
     prec, frac = col.decimal_precision
+    n = len(s)
+    if not (0 < prec <= MAX_PRECISION and 0 <= frac <= MAX_FRAC and frac <= prec):
+        raise _Bad(np.ones(n, bool))
     size = decimal_bin_size(prec, frac)
     head = values.gather(s, 2)
     _check((e - s != size + 2) | (head[:, 0] != prec) | (head[:, 1] != frac))
-    mat = values.gather(s + 2, size).astype(np.uint8)
+    mat = values.gather(s + 2, size)
     negative = (mat[:, 0] & 0x80) == 0
+    mat ^= (negative.astype(np.uint8) * np.uint8(0xFF))[:, None]  # negative: every byte inverted
     mat[:, 0] ^= 0x80
-    mat[negative] ^= 0xFF
-    intg = prec - frac
-    groups = ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (frac // 9) + \
-        ([frac % 9] if frac % 9 else [])
-    acc = np.zeros(len(s), np.int64)
-    bad = np.zeros(len(s), bool)
+    words: list[tuple[int, np.ndarray]] = []
+    bad = np.zeros(n, bool)
     pos = 0
-    for digits in groups:
+    for digits in _decimal_groups(prec, frac):
         nbytes = DIG2BYTES[digits] if digits < 9 else 4
-        word = np.zeros(len(s), np.int64)
-        for j in range(nbytes):
-            word = (word << 8) | mat[:, pos + j].astype(np.int64)
+        if nbytes == 4:
+            word = np.ascontiguousarray(mat[:, pos : pos + 4]).view(">u4").ravel().astype(np.int64)
+        else:
+            word = mat[:, pos].astype(np.int64)
+            for j in range(1, nbytes):
+                word = (word << 8) | mat[:, pos + j]
         bad |= word >= 10**digits
-        acc = acc * 10**digits + word
+        words.append((digits, word))
         pos += nbytes
     _check(bad)
-    acc = np.where(negative, -acc, acc)
-    return _decimal128_from_int(acc, np.where(acc < 0, -1, 0), col.arrow_type)
+    if prec <= 18:
+        acc = np.zeros(n, np.int64)
+        for digits, word in words:
+            acc = acc * 10**digits + word
+        acc = np.where(negative, -acc, acc)
+        return _decimal128_from_int(acc, np.where(acc < 0, -1, 0), col.arrow_type)
+    if col.kind == K.DECIMAL:
+        limbs = [np.zeros(n, np.uint64) for _ in range(4)]
+        for digits, word in words:
+            carry = word.astype(np.uint64)
+            mult = np.uint64(10**digits)
+            for i in range(4):
+                t = limbs[i] * mult + carry
+                limbs[i] = t & _M32
+                carry = t >> np.uint64(32)
+        if negative.any():  # two's complement: invert, add one
+            carry = negative.astype(np.uint64)
+            for i in range(4):
+                t = np.where(negative, limbs[i] ^ _M32, limbs[i]) + carry
+                limbs[i] = t & _M32
+                carry = t >> np.uint64(32)
+        lo = (limbs[0] | (limbs[1] << np.uint64(32))).view(np.int64)
+        hi = (limbs[2] | (limbs[3] << np.uint64(32))).view(np.int64)
+        return _decimal128_from_int(lo, hi, col.arrow_type)
+    return _decimal_text(prec, frac, words, negative)
+
+
+_LUT4 = np.array([f"{i:04d}".encode() for i in range(10_000)]).view(np.uint8).reshape(10_000, 4)
+_LUT4_WORDS = np.ascontiguousarray(_LUT4).view("<u4").ravel()
+
+
+def _digits(word: np.ndarray, count: int) -> np.ndarray:
+    """(n, count) ASCII digits of each word (0 <= word < 10**12), zero-padded to ``count`` <= 12."""
+    word = word.astype(np.int64, copy=False)
+    out = np.empty((len(word), 3), np.uint32)
+    out[:, 0] = _LUT4_WORDS[word // 100_000_000]
+    out[:, 1] = _LUT4_WORDS[word // 10_000 % 10_000]
+    out[:, 2] = _LUT4_WORDS[word % 10_000]
+    return out.view(np.uint8).reshape(len(word), 12)[:, 12 - count :]
+
+
+_POW10 = 10 ** np.arange(10, dtype=np.int64)
+
+
+def _decimal_text(prec: int, frac: int, words: list[tuple[int, np.ndarray]], negative: np.ndarray) -> pa.Array:
+    """``format(Decimal, "f")`` of the exact values: no leading zeros, ``0.xx`` below one, ``-`` if not 0."""
+    n = len(negative)
+    intg = prec - frac
+    int_w = max(intg, 1)
+    width = 1 + int_w + (1 + frac if frac else 0)
+    mat = np.full((n, width), ord("0"), np.uint8)
+    if frac:
+        mat[:, 1 + int_w] = ord(".")
+    first = np.full(n, int_w - 1, np.int64)  # first integer digit printed (relative to column 1)
+    nonzero = np.zeros(n, bool)
+    offset = 0  # digit position of the group
+    int_groups = []
+    for digits, word in words:
+        column = 1 + offset if offset < intg else 2 + int_w + offset - intg
+        mat[:, column : column + digits] = _digits(word, digits)
+        nonzero |= word != 0
+        if offset < intg:
+            int_groups.append((offset, digits, word))
+        offset += digits
+    for offset, digits, word in reversed(int_groups):  # the leftmost non-zero group wins
+        shown = np.searchsorted(_POW10, word, side="right")  # its digit count
+        first = np.where(word != 0, offset + digits - shown, first)
+    start = 1 + first
+    sign = negative & nonzero
+    start = np.where(sign, start - 1, start)
+    mat[np.flatnonzero(sign), start[sign]] = ord("-")
+    return _char_rows(mat, start)
 
 
 _EPOCH_MONTH = 1970 * 12
 
 
-def _times(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, int]:
+def _times(col: ColumnSchema, packed: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """Packed DATE/DATETIME/TIMESTAMP -> date32 / timestamp[us]; zero or impossible dates -> NULL."""
-    packed = _compact_int(values, s, e, signed=False)
     ymdhms = packed >> np.uint64(24)
     ymd = (ymdhms >> np.uint64(17)).astype(np.int64)
     hms = (ymdhms & np.uint64(0x1FFFF)).astype(np.int64)
@@ -324,35 +374,185 @@ def _times(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> 
     next_first = (months + 1).astype("datetime64[M]").astype("datetime64[D]").astype(np.int64)
     unreal |= day > (next_first - first)
     days = first + day - 1
-    mask = unreal  # NULL
     if col.kind == K.DATE:
-        arr = pa.array(days.astype(np.int32), type=pa.date32(), mask=mask)
+        arr = pa.array(days.astype(np.int32), type=pa.date32(), mask=unreal)
     else:
         micros = days * 86_400_000_000 + ((hour * 60 + minute) * 60 + second) * 1_000_000 + usec
-        arr = pa.array(micros, type=pa.int64(), mask=mask).cast(col.arrow_type)
-    return arr, int(unreal.sum())
+        arr = pa.array(micros, type=pa.int64(), mask=unreal).cast(col.arrow_type)
+    return arr, unreal
 
 
-def _enums(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> pa.Array:
-    idx = _compact_int(values, s, e, signed=False)
+def _durations(col: ColumnSchema, ns: np.ndarray) -> pa.Array:
+    """TIME nanoseconds -> ``[-]HH:MM:SS[.f]`` (hours grow to 3 digits; fsp digits, truncated)."""
+    _check((ns < -MAX_DURATION_NS) | (ns > MAX_DURATION_NS))
+    negative = ns < 0
+    secs, frac_ns = np.divmod(np.abs(ns), 1_000_000_000)
+    hours = secs // 3600
+    fsp = col.fsp
+    width = 10 + (1 + fsp if fsp else 0)  # sign, 3 hour digits, ":MM:SS", ".f"
+    mat = np.empty((len(ns), width), np.uint8)
+    mat[:, 0] = ord("-")
+    mat[:, 1:4] = _digits(hours, 3)
+    mat[:, 4] = mat[:, 7] = ord(":")
+    mat[:, 5:7] = _digits(secs // 60 % 60, 2)
+    mat[:, 8:10] = _digits(secs % 60, 2)
+    if fsp:
+        mat[:, 10] = ord(".")
+        mat[:, 11:] = _digits(frac_ns // 10 ** (9 - fsp), fsp)
+    start = np.where(hours >= 100, 1, 2)
+    start = np.where(negative, start - 1, start)
+    mat[np.flatnonzero(negative), start[negative]] = ord("-")
+    return _char_rows(mat, start)
+
+
+def _enums(col: ColumnSchema, idx: np.ndarray) -> pa.Array:
     _check(idx > np.uint64(len(col.elems)))
     return pa.array(["", *col.elems], type=pa.string()).take(pa.array(idx.astype(np.int64)))
 
 
-def _cells(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, int]:
-    """Kinds without a numpy kernel (JSON, SET, TIME ...): decode each *distinct* cell once in Python.
+def _sets(col: ColumnSchema, bits: np.ndarray) -> pa.Array:
+    width = len(col.elems)
+    if width < 64:
+        _check(bits >> np.uint64(width) != 0)
+    uniq, inverse = np.unique(bits, return_inverse=True)
+    names = [",".join(e for i, e in enumerate(col.elems) if b >> i & 1) for b in uniq.tolist()]
+    return pa.array(names, pa.string()).take(pa.array(inverse.ravel().astype(np.int64)))
 
-    Cells are sliced into an Arrow binary array and dictionary-encoded, so repeated values (common in
-    JSON/SET/TIME columns) cost one hash each; the decoded dictionary is expanded with ``take``.
-    """
+
+def _bits(col: ColumnSchema, v: np.ndarray) -> pa.Array:
+    width = (max(col.flen, 1) + 7) // 8
+    if width > 8:
+        raise _Bad(np.ones(len(v), bool))
+    if width < 8:
+        _check(v >> np.uint64(8 * width) != 0)
+    mat = np.ascontiguousarray(v.astype(">u8").view(np.uint8).reshape(len(v), 8)[:, 8 - width :])
+    offsets = (np.arange(len(v) + 1) * width).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), len(v), [None, pa.py_buffer(offsets), pa.py_buffer(mat)])
+
+
+def _int_column(col: ColumnSchema, u: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+    kind = col.kind
+    if kind in (K.INT, K.YEAR, K.UINT, K.UINT64):
+        return _ints(col, u), None
+    if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
+        return _times(col, u)
+    if kind == K.ENUM:
+        return _enums(col, u), None
+    if kind == K.SET:
+        return _sets(col, u), None
+    if kind == K.BIT:
+        return _bits(col, u), None
+    if kind == K.TIME:
+        return _durations(col, u.view(np.int64)), None
+    raise AssertionError(kind)
+
+
+_INT_KINDS = frozenset({K.INT, K.YEAR, K.UINT, K.UINT64, K.DATE, K.DATETIME, K.TIMESTAMP, K.ENUM, K.SET, K.BIT,
+                        K.TIME})
+_SIGNED_KINDS = frozenset({K.INT, K.YEAR, K.TIME})
+
+
+def _row_hash(mat: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row of a uint8 matrix (equal rows, equal hashes)."""
+    n, w = mat.shape
+    pad = (-w) % 8
+    if pad:
+        mat = np.concatenate([mat, np.zeros((n, pad), np.uint8)], axis=1)
+    words = np.ascontiguousarray(mat).view("<u8")
+    h = np.full(n, 0xCBF29CE484222325, np.uint64)
+    for j in range(words.shape[1]):
+        h = (h ^ words[:, j]) * np.uint64(0x100000001B3)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+def _json_shapes(src: Binary, starts: np.ndarray, lens: np.ndarray) -> list[np.ndarray]:
+    """Split JSON cells (``src`` bytes at ``starts``/``lens``) by top-level shape (type, member count, key
+    entries, member types), so :func:`jsonvec.cells_to_text` sees one shape per call. Grouping only
+    speeds things up: a hash clash merely hands jsonvec two shapes at once."""
+    n = len(starts)
+    if n < 64:
+        return [np.arange(n)]
+    code = np.where(lens >= 1, src.byte(starts), -1)
+    container = (lens >= 9) & ((code == 0x01) | (code == 0x03))
+    count = np.where(container, src.le_words(starts + 1, 1, 4).ravel(), -1)
+    key = ((code << 32) ^ count).astype(np.uint64)
+    for c in (0x01, 0x03):
+        kinds = container & (code == c)
+        for k in np.unique(count[kinds]).tolist():
+            if k == 0 or k > 64:
+                continue
+            rows = np.flatnonzero(kinds & (count == k))
+            body = starts[rows] + 9
+            # objects: key entries (offset, length) and the members' type bytes; arrays: the type bytes
+            sig = src.gather(body, 11 * k)[:, np.r_[0 : 6 * k, 6 * k : 11 * k : 5]] if c == 0x01 else \
+                src.gather(body, 5 * k)[:, ::5]
+            if not (sig == sig[0]).all():
+                key[rows] ^= _row_hash(sig)
+    if (key == key[0]).all():
+        return [np.arange(n)]
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    return np.split(order, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1)
+
+
+_JSON_SAMPLE = 1024
+
+
+def _json(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, None]:
+    """JSON cells -> canonical text through jsonvec, one call per top-level shape. Distinct cells only when
+    a sample of the column shows repeats; when nearly every document differs (ids, timestamps inside),
+    hashing them all would cost more than it saves."""
+    n = len(s)
+    if int((e - s).sum()) >= 2**31 - 1:  # over 2 GiB of JSON in one batch: cell by cell
+        return _cells(col, values, s, e)[0], None
+    if n > 2 * _JSON_SAMPLE:
+        sample = _slice(values, s[:_JSON_SAMPLE], e[:_JSON_SAMPLE], pa.binary())
+        dedupe = len(pc.unique(sample)) < 0.8 * _JSON_SAMPLE
+    else:
+        dedupe = True
+    if dedupe:
+        encoded = _slice(values, s, e, pa.binary()).dictionary_encode()
+        dictionary = encoded.dictionary
+        src = Binary.of(dictionary)
+        texts, bad = _json_groups(src, src.starts, src.lengths, dictionary)
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        if bad.any():
+            raise _Bad(bad[indices])
+        return texts.take(encoded.indices), None
+    texts, bad = _json_groups(values, s, e - s, None)
+    _check(bad)
+    return texts, None
+
+
+def _json_groups(src: Binary, starts: np.ndarray, lens: np.ndarray,
+                 cells: pa.Array | None) -> tuple[pa.Array, np.ndarray]:
+    """Texts (and a bad mask) of the JSON cells ``src[starts:starts+lens]`` (``cells``: the same as an
+    Arrow binary array, if there is one)."""
+    pieces: list[tuple[np.ndarray, pa.Array]] = []
+    bad = np.zeros(len(starts), bool)
+    groups = _json_shapes(src, starts, lens)
+    for group in groups:
+        if cells is not None:
+            part = cells if len(groups) == 1 else cells.take(pa.array(group))
+        else:
+            part = _gather_strings(src.data, starts[group], lens[group], pa.binary())
+        texts, group_bad = jsonvec.cells_to_text(part)
+        pieces.append((group, texts))
+        bad[group[group_bad]] = True
+    if len(pieces) == 1:
+        return pieces[0][1], bad
+    order = np.concatenate([g for g, _ in pieces])
+    position = np.empty(len(order), np.int64)
+    position[order] = np.arange(len(order))
+    return pa.concat_arrays([t for _, t in pieces]).take(pa.array(position)), bad
+
+
+def _cells(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, np.ndarray]:
+    """Kinds without a numpy kernel (VECTOR): decode each *distinct* cell once in Python."""
     cells = _slice(values, s, e, pa.binary())
     encoded = cells.dictionary_encode()
     indices = encoded.indices.to_numpy(zero_copy_only=False)
-    if col.kind == K.JSON and pa.types.is_binary(encoded.dictionary.type):
-        texts, bad_mask = jsonvec.cells_to_text(encoded.dictionary)
-        if bad_mask.any():
-            raise _Bad(np.isin(indices, np.flatnonzero(bad_mask)))
-        return texts.take(encoded.indices), 0
     decoded: list[Any] = []
     bad_codes: list[int] = []
     zero_codes: list[int] = []
@@ -368,37 +568,74 @@ def _cells(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> 
         decoded.append(v)
     if bad_codes:
         raise _Bad(np.isin(indices, bad_codes))
-    zero = int(np.isin(indices, zero_codes).sum()) if zero_codes else 0
-    return pa.array(decoded, type=col.arrow_type).take(encoded.indices), zero
+    return pa.array(decoded, type=col.arrow_type).take(encoded.indices), np.isin(indices, zero_codes)
 
 
-def _decode_column(col: ColumnSchema, values: _Binary, s: np.ndarray, e: np.ndarray) -> tuple[pa.Array, int]:
+def _decode_column(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray,
+                   form: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray | None]:
     kind = col.kind
-    if kind in (K.INT, K.YEAR):
-        return _ints(col, _compact_int(values, s, e, signed=True)), 0
-    if kind in (K.UINT, K.UINT64):
-        return _ints(col, _compact_int(values, s, e, signed=False)), 0
+    if not len(s):
+        return pa.array([], col.arrow_type), None
+    if kind in _INT_KINDS:
+        return _int_column(col, _patterns(values, s, e, form, kind in _SIGNED_KINDS))
     if kind in (K.FLOAT32, K.FLOAT64):
-        return _floats(col, values, s, e), 0
+        return _floats(col, values, s, e), None
     if kind in (K.TEXT, K.BINARY):
-        return _strings(col, values, s, e), 0
-    if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
-        return _times(col, values, s, e)
-    if kind == K.ENUM:
-        return _enums(col, values, s, e), 0
-    if kind == K.DECIMAL and col.decimal_precision[0] <= 18:
-        return _decimals(col, values, s, e), 0
+        return _strings(col, values, s, e), None
+    if kind in (K.DECIMAL, K.DECIMAL_STR):
+        return _decimals(col, values, s, e), None
+    if kind == K.JSON:
+        return _json(col, values, s, e)
     return _cells(col, values, s, e)
 
 
 # ---------------------------------------------------------------- batch
 
+class _FillError:
+    """A column's fill value cannot be computed: rows that need it go to the per-row path (it raises)."""
+
+
+_NO_FILL = _FillError()
+
+
+class _Plan:
+    """What decode_batch derives from a schema once (per server zone)."""
+
+    def __init__(self, schema: TableSchema, tz: dt.tzinfo | None) -> None:
+        self.parser = RowParser(schema.columns)
+        self.tz = tz
+        self.handle_id = schema.handle_column.id if schema.handle_column is not None else None
+        self.common_ids = {c.id for c, _ in schema.common_handle}
+        self._fills: dict[int, Any] = {}
+        self.fill_slots = np.array([c.id != self.handle_id and c.id not in self.common_ids
+                                    for c in schema.columns] + [False])  # (+ the parser's spare column)
+        self.key_parser = KeyParser(schema) if schema.pk_kind == "common" else None
+        self.key_index = {c.id: k for k, (c, _) in enumerate(schema.common_handle)}
+
+    def fill(self, col: ColumnSchema) -> Any:
+        if col.id not in self._fills:
+            try:
+                self._fills[col.id] = fill_value(col, self.tz)
+            except CodecError:
+                self._fills[col.id] = _NO_FILL
+        return self._fills[col.id]
+
+
+_PLANS: weakref.WeakKeyDictionary[TableSchema, dict[Any, _Plan]] = weakref.WeakKeyDictionary()
+
+
+def _plan(schema: TableSchema, tz: dt.tzinfo | None) -> _Plan:
+    per_tz = _PLANS.setdefault(schema, {})
+    plan = per_tz.get(tz)
+    if plan is None:
+        plan = per_tz[tz] = _Plan(schema, tz)
+    return plan
+
+
 def _handle_array(col: ColumnSchema, handles: np.ndarray) -> pa.Array:
     if col.kind == K.UINT64:
         return _decimal128_from_int(handles, np.zeros(len(handles), np.int64), col.arrow_type)
-    if col.kind == K.UINT:
-        handles = handles.view(np.uint64)
-    return _ints(col, handles)
+    return _ints(col, handles.view(np.uint64))
 
 
 def _common_handle_column(schema: TableSchema, col: ColumnSchema, handles: np.ndarray) -> pa.Array:
@@ -417,50 +654,104 @@ def _common_handle_column(schema: TableSchema, col: ColumnSchema, handles: np.nd
     return pa.array(out, type=col.arrow_type)
 
 
-def _decode_group(schema: TableSchema, values: _Binary, g: _Group, handles: np.ndarray,
-                  fills: dict[int, Any]) -> tuple[pa.RecordBatch, DecodeStats]:
-    n = len(g.rows)
-    position = {cid: i for i, cid in enumerate(g.not_null)}
-    nulls = set(g.nulls)
-    arrays: list[pa.Array] = []
-    zero_dates = filled = 0
-    h = handles[g.rows]
-    if schema.pk_kind == "rowid":
-        arrays.append(pa.array(h, type=pa.int64()))
-    handle_id = schema.handle_column.id if schema.handle_column is not None else None
-    common_ids = {c.id for c, _ in schema.common_handle}
-    for col in schema.columns:
-        i = position.get(col.id)
-        if i is not None:
-            start = g.data_start + (g.ends[:, i - 1] if i else 0)
-            arr, z = _decode_column(col, values, start, g.data_start + g.ends[:, i])
-            zero_dates += z
-        elif col.id in nulls:
-            arr = pa.nulls(n, col.arrow_type)
-        elif col.id == handle_id:
-            arr = _handle_array(col, h)
-        elif col.id in common_ids:
-            arr = _common_handle_column(schema, col, h)
+def _key_column(col: ColumnSchema, kc: KeyCells, k: int, rows: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+    """PK column ``col`` (datum ``k`` of the key) for ``rows``, from the parsed keys."""
+    if not len(rows):
+        return pa.array([], col.arrow_type), None
+    if col.kind in _INT_KINDS:
+        return _int_column(col, kc.datums[k].pattern[rows])
+    if col.kind in (K.FLOAT32, K.FLOAT64):
+        return _float_column(col, kc.datums[k].pattern[rows]), None
+    arr = kc.strings(k, rows, pa.string() if col.kind == K.TEXT else pa.binary())
+    if col.kind == K.TEXT:
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid:
+            raise _Bad(np.ones(len(rows), bool)) from None
+    return arr, None
+
+
+def _attempt(rows: np.ndarray, ok: np.ndarray, fn: Callable[[np.ndarray], Any]) -> tuple[np.ndarray, Any]:
+    """``fn(rows)``, dropping rows a check rejects (cleared in ``ok``) until it succeeds."""
+    while True:
+        try:
+            return rows, fn(rows)
+        except _Bad as bad:
+            ok[rows[bad.mask]] = False
+            rows = rows[~bad.mask]
+
+
+def _column(schema: TableSchema, plan: _Plan, slot: int, col: ColumnSchema, cells: Cells, values: Binary,
+            handles: np.ndarray, kc: KeyCells | None, zero: np.ndarray) -> pa.Array:
+    n = len(cells.ok)
+    state = cells.state[slot]
+    ok = cells.ok
+    pieces: list[tuple[np.ndarray, pa.Array]] = []
+    fill_piece: tuple[np.ndarray, pa.Array] | None = None
+    present = np.flatnonzero((state == VALUE) & ok)
+    if len(present):
+        def decode(rows: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+            return _decode_column(col, values, *cells.values_of(slot, rows))
+
+        present, (arr, zero_mask) = _attempt(present, ok, decode)
+        if zero_mask is not None:
+            zero[present[zero_mask]] += 1
+        if len(present) == n:
+            return arr
+        pieces.append((present, arr))
+    absent = state == ABSENT
+    if absent.any():
+        rows = np.flatnonzero(absent & ok)
+        if col.id == plan.handle_id:
+            rows, arr = _attempt(rows, ok, lambda r: _handle_array(col, handles[r]))
+            pieces.append((rows, arr))
+        elif col.id in plan.common_ids and kc is not None:
+            k = plan.key_index[col.id]
+            rows, (arr, zero_mask) = _attempt(rows, ok, lambda r: _key_column(col, kc, k, r))
+            if zero_mask is not None:
+                zero[rows[zero_mask]] += 1
+            pieces.append((rows, arr))
+        elif col.id in plan.common_ids:
+            rows, arr = _attempt(rows, ok, lambda r: _common_handle_column(schema, col, handles[r]))
+            pieces.append((rows, arr))
         else:
-            fill = fills[col.id]
-            if isinstance(fill, ZeroDate):
-                zero_dates += n
-                fill = None
-            filled += n
-            arr = pa.nulls(n, col.arrow_type) if fill is None else \
-                pa.repeat(pa.scalar(fill, col.arrow_type), n)
-        arrays.append(arr)
-    counts = DecodeStats(rows=n, zero_dates=zero_dates, filled=filled)
-    return pa.RecordBatch.from_arrays(arrays, schema=schema.arrow_schema), counts
+            fill = plan.fill(col)
+            if fill is _NO_FILL:
+                ok[rows] = False
+            elif isinstance(fill, ZeroDate):
+                zero[rows] += 1
+            elif fill is not None:
+                fill_piece = (rows, pa.array([fill], col.arrow_type))
+    return _assemble(n, pieces, col.arrow_type, fill_piece)
+
+
+def _assemble(n: int, pieces: list[tuple[np.ndarray, pa.Array]], typ: pa.DataType,
+              fill: tuple[np.ndarray, pa.Array] | None = None) -> pa.Array:
+    """A column of ``n`` rows: each piece's rows from its array, ``fill``'s rows from its one-element
+    array, NULL elsewhere."""
+    if fill is not None:
+        pieces = [*pieces, fill]
+    if not pieces:
+        return pa.nulls(n, typ)
+    idx = np.full(n, -1, np.int64)
+    offset = 0
+    for rows, arr in pieces:
+        idx[rows] = offset if (fill is not None and arr is fill[1]) else offset + np.arange(len(rows))
+        offset += len(arr)
+    source = pieces[0][1] if len(pieces) == 1 else pa.concat_arrays([a for _, a in pieces])
+    missing = idx < 0
+    if not missing.any():
+        return source.take(pa.array(idx))
+    return source.take(pa.array(idx, mask=missing))
 
 
 def _rowwise(schema: TableSchema, keys: pa.Array, values: pa.Array, rows: np.ndarray, stats: DecodeStats,
-             tz: dt.tzinfo | None) -> pa.RecordBatch:
+             tz: dt.tzinfo | None, first: int = 0) -> pa.RecordBatch:
     out = []
     for i in rows.tolist():
         k, v = keys[i].as_py(), values[i].as_py()
         if k is None or v is None:
-            raise CodecError(f"batch row {i} has a null key or value", table_id=schema.table_id)
+            raise CodecError(f"batch row {first + i} has a null key or value", table_id=schema.table_id)
         out.append(decode_row(schema, k, v, stats=stats, tz=tz))
     return pa.RecordBatch.from_pylist(out, schema=schema.arrow_schema)
 
@@ -477,6 +768,11 @@ def decode_batch_rowwise(schema: TableSchema, batch: pa.RecordBatch, *, stats: D
     return out.replace_schema_metadata({ZERO_DATES_METADATA_KEY: str(local.zero_dates).encode()})
 
 
+def _empty(schema: TableSchema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema.arrow_schema],
+                                      schema=schema.arrow_schema)
+
+
 def decode_batch(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeStats | None = None,
                  tz: dt.tzinfo | None = None) -> pa.RecordBatch:
     """Decode ``batch`` (binary columns ``key`` and ``value``; others ignored) into ``schema.arrow_schema``.
@@ -486,44 +782,134 @@ def decode_batch(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeSta
     many rows took the per-row path. Raises CodecError (with table id, handle, offset) on the first bad row.
     """
     n = batch.num_rows
-    keys_arr, values_arr = batch.column("key"), batch.column("value")
-    local = DecodeStats()
     if n == 0:
-        out = schema.arrow_schema.empty_table().to_batches()
-        result = out[0] if out else pa.RecordBatch.from_pylist([], schema=schema.arrow_schema)
-        return result.replace_schema_metadata({ZERO_DATES_METADATA_KEY: b"0"})
-    keys, values = _Binary.of(keys_arr), _Binary.of(values_arr)
-    no_nulls = ~(np.asarray(keys_arr.is_null()) | np.asarray(values_arr.is_null()))
-    if schema.pk_kind in ("int", "rowid"):
-        key_ok, handles = _int_handles(schema, keys)
-    else:
-        key_ok, handles = _common_handles(schema, keys_arr)
-    groups, fallback = _v2_groups(values, key_ok & no_nulls)
-    fills = {c.id: fill_value(c, tz) for c in schema.columns}
-    pieces: list[tuple[np.ndarray, pa.RecordBatch]] = []
-    while groups:
-        g = groups.pop()
-        try:
-            rb, counts = _decode_group(schema, values, g, handles, fills)
-        except _Bad as bad:
-            fallback[g.rows[bad.mask]] = True
-            keep = ~bad.mask
-            if keep.any():
-                groups.append(_Group(g.rows[keep], g.not_null, g.nulls, g.data_start[keep], g.ends[keep]))
-            continue
-        pieces.append((g.rows, rb))
-        local.add(counts)
-    fb_rows = np.flatnonzero(fallback)
-    if len(fb_rows):
-        pieces.append((fb_rows, _rowwise(schema, keys_arr, values_arr, fb_rows, local, tz)))
-        local.fallback_rows += len(fb_rows)
-    if len(pieces) == 1 and np.array_equal(pieces[0][0], np.arange(n)):
-        out = pieces[0][1]
-    else:
-        order = np.concatenate([rows for rows, _ in pieces])
-        table = pa.Table.from_batches([rb for _, rb in pieces], schema=schema.arrow_schema)
-        table = table.take(pa.array(np.argsort(order, kind="stable")))
-        out = table.combine_chunks().to_batches()[0]
+        return _empty(schema).replace_schema_metadata({ZERO_DATES_METADATA_KEY: b"0"})
+    step = max(_MIN_CHUNK_ROWS, _CELL_BUDGET // (len(schema.columns) + 1))
+    if n <= step:
+        local = DecodeStats()
+        out = _decode_chunk(schema, batch.select(["key", "value"]), local, tz, 0)
+    else:  # wide tables: the cell matrices stay bounded
+        local = DecodeStats()
+        parts = [_decode_chunk(schema, batch.select(["key", "value"]).slice(i, step), local, tz, i)
+                 for i in range(0, n, step)]
+        out = pa.Table.from_batches(parts, schema=schema.arrow_schema).combine_chunks().to_batches()[0]
     if stats is not None:
         stats.add(local)
     return out.replace_schema_metadata({ZERO_DATES_METADATA_KEY: str(local.zero_dates).encode()})
+
+
+_CELL_BUDGET = 8_000_000  # (rows x columns) cells parsed at once
+_MIN_CHUNK_ROWS = 1024
+
+
+def _decode_chunk(schema: TableSchema, batch: pa.RecordBatch, local: DecodeStats, tz: dt.tzinfo | None,
+                  first: int) -> pa.RecordBatch:
+    """decode_batch of rows ``first ..`` of a batch (stats added to ``local``)."""
+    n = batch.num_rows
+    keys_arr, values_arr = batch.column("key"), batch.column("value")
+    plan = _plan(schema, tz)
+    keys, values = Binary.of(keys_arr), Binary.of(values_arr)
+    no_nulls = ~(np.asarray(keys_arr.is_null()) | np.asarray(values_arr.is_null()))
+    kc = None
+    if schema.pk_kind in ("int", "rowid"):
+        key_ok, handles = _int_handles(schema, keys)
+    elif plan.key_parser is not None and plan.key_parser.supported:
+        kc = plan.key_parser.parse(keys, no_nulls)
+        key_ok, handles = kc.ok, np.zeros(0, np.int64)
+    else:
+        key_ok, handles = _common_handles(schema, keys_arr)
+    cells = plan.parser.parse(values, key_ok & no_nulls).by_column()
+    zero = np.zeros(n, np.int64)
+    arrays: list[pa.Array] = []
+    if schema.pk_kind == "rowid":
+        arrays.append(pa.array(handles, type=pa.int64()))
+    for slot, col in enumerate(schema.columns):
+        arrays.append(_column(schema, plan, slot, col, cells, values, handles, kc, zero))
+    ok = cells.ok
+    out = pa.RecordBatch.from_arrays(arrays, schema=schema.arrow_schema)
+    n_ok = int(np.count_nonzero(ok))
+    local.rows += n_ok
+    local.zero_dates += int(zero[ok].sum())
+    if plan.fill_slots.any():
+        absent = cells.state[plan.fill_slots] == ABSENT
+        local.filled += int(np.count_nonzero(absent[:, ok])) if n_ok < n else int(np.count_nonzero(absent))
+    if n_ok < n:
+        fb_rows = np.flatnonzero(~ok)
+        fb = _rowwise(schema, keys_arr, values_arr, fb_rows, local, tz, first)
+        local.fallback_rows += len(fb_rows)
+        position = np.arange(n, dtype=np.int64)
+        position[fb_rows] = n + np.arange(len(fb_rows))
+        table = pa.Table.from_batches([out, fb], schema=schema.arrow_schema)
+        out = table.take(pa.array(position)).combine_chunks().to_batches()[0]
+    return out
+
+
+# ---------------------------------------------------------------- keys only (DELETE rows)
+
+def _key_row(schema: TableSchema, key: bytes | None) -> dict[str, Any]:
+    """Primary-key values of one record key (the reference for :func:`decode_keys`)."""
+    if key is None:
+        raise CodecError("null record key", table_id=schema.table_id)
+    record = decode_record_key(key)
+    if record.table_id not in schema.physical_ids:
+        raise CodecError(f"key belongs to table {record.table_id}, not to {schema.name!r} "
+                         f"(physical ids {list(schema.physical_ids)})", table_id=record.table_id,
+                         handle=record.handle)
+    if schema.pk_kind == "rowid":
+        if not isinstance(record.handle, int):
+            raise CodecError("rowid table needs an int handle", table_id=record.table_id, handle=record.handle)
+        return {ROWID_NAME: record.handle}
+    stored = handle_stored(schema, record.handle, record.table_id)
+    out = {}
+    for cid, value in stored.items():
+        col = schema.by_id[cid]
+        try:
+            v = from_stored(col, value)
+        except CodecError as e:
+            raise e.at(table_id=record.table_id, handle=record.handle, column=col.name) from None
+        out[col.name] = None if isinstance(v, ZeroDate) else v
+    return out
+
+
+def decode_keys(schema: TableSchema, keys: pa.Array | pa.ChunkedArray) -> pa.RecordBatch:
+    """The primary-key columns of record keys: ``_tidb_rowid`` (rowid tables), the int PK column, or the
+    clustered PK columns (in PK order; a prefix-indexed column holds the prefix the key has), typed as in
+    ``schema.arrow_schema``: what a DELETE row carries. Int handles, rowids and clustered PKs of int,
+    float and string columns are decoded vectorised; other keys one by one. Raises CodecError on a key
+    that is not a record key of this table (or whose handle does not fit the PK column)."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    target = pa.schema([schema.arrow_schema.field(name) for name in schema.pk_columns])
+    n = len(keys)
+    arrays = _keys_vectorised(schema, keys) if n else None
+    if arrays is not None:
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+    # the reference path: one key at a time (raises on the first bad key)
+    return pa.RecordBatch.from_pylist([_key_row(schema, key) for key in keys.to_pylist()], schema=target)
+
+
+def _keys_vectorised(schema: TableSchema, keys: pa.Array) -> list[pa.Array] | None:
+    """PK columns of all keys, or None if any key needs the per-row path."""
+    n = len(keys)
+    not_null = ~np.asarray(keys.is_null())
+    everything = np.arange(n)
+    if schema.pk_kind in ("int", "rowid"):
+        ok, handles = _int_handles(schema, Binary.of(keys))
+        ok &= not_null
+        if schema.pk_kind == "rowid":
+            arrays = [pa.array(handles, pa.int64())]
+        else:
+            col = schema.handle_column
+            assert col is not None
+            arrays = [_attempt(everything, ok, lambda r: _handle_array(col, handles[r]))[1]]
+        return arrays if ok.all() else None
+    plan = _plan(schema, None)
+    if plan.key_parser is None or not plan.key_parser.supported:
+        return None
+    kc = plan.key_parser.parse(Binary.of(keys), not_null)
+    ok = kc.ok
+    arrays = []
+    for k, (col, _) in enumerate(schema.common_handle):
+        _, (arr, _zero) = _attempt(everything, ok, lambda r, k=k, col=col: _key_column(col, kc, k, r))
+        arrays.append(arr)  # zero dates are NULL already, as decode_row gives them
+    return arrays if ok.all() else None
