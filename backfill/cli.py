@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from tidelake.cli import NotBuiltYet, run_app
-from tidelake.config import load_config
+from tidelake.config import TidelakeConfig, load_config
 from tidelake.output import emit
 from tidelake.spark import open_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="backfill",
@@ -43,11 +48,10 @@ def run(
     from backfill.pipeline import run_backfill
 
     settings = load_config(config)
-    session = open_session(f"tidelake-backfill-{settings.job.name}", settings.spark)
-    try:
-        emit(run_backfill(session.spark, settings, until_ts=until_ts), as_json)
-    finally:
-        session.close()
+    emit(
+        _with_session(settings, "backfill", lambda spark: run_backfill(spark, settings, until_ts=until_ts)),
+        as_json,
+    )
     return 0
 
 
@@ -57,11 +61,7 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     from backfill.status import table_status
 
     settings = load_config(config)
-    session = open_session(f"tidelake-status-{settings.job.name}", settings.spark)
-    try:
-        emit(table_status(session.spark, settings), as_json)
-    finally:
-        session.close()
+    emit(_with_session(settings, "status", lambda spark: table_status(spark, settings)), as_json)
     return 0
 
 
@@ -71,12 +71,8 @@ def demo(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     from backfill.demo import run_demo
 
     settings = load_config(config)
-    session = open_session(f"tidelake-demo-{settings.job.name}", settings.spark)
-    try:
-        result = run_demo(session.spark, settings)
-        emit(result, as_json)
-    finally:
-        session.close()
+    result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings))
+    emit(result, as_json)
     return result.exit_code
 
 
@@ -119,6 +115,15 @@ def simulate(
     return simulate_command(
         out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql=mysql, as_json=as_json
     )
+
+
+def _with_session(settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T]) -> T:
+    """Run `work` with the active SparkSession, or one made (and stopped) for it."""
+    session = open_session(f"tidelake-{purpose}-{settings.job.name}", settings.spark)
+    try:
+        return work(session.spark)
+    finally:
+        session.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
