@@ -1,1 +1,19 @@
-"""reconcile: prove a Delta table equals its upstream TiDB/MySQL/MariaDB table, or show where it does not."""
+"""reconcile: prove a Delta table equals its upstream TiDB/MySQL/MariaDB table, or show where it does not.
+
+Modules, pure logic first:
+    encoding   the canonical row encoding (spec in its docstring) and its SQL half
+    sparkenc   the same encoding as Spark Columns (built-ins only)
+    schema     upstream types, their Delta types, the schema check
+    chunks     key ranges, the predicate both sides apply, bisection
+    result     the result object, its rich and JSON renderings, exit codes
+    options    config + flags for one run
+I/O:
+    upstream/  sql (pymysql: TiDB at a ts, MySQL/MariaDB in consistent snapshots), files (Dumpling,
+               Parquet, the simulator's expected state), dumpling (that export's layout)
+    downstream the Delta version at a resolved ts
+    sparkside  checksums and row reads over a DataFrame (the Delta side, or files)
+    diff       the keyed (or multiset) row diff in Spark
+    repair     one MERGE from upstream rows, then a re-check
+    engine     the per-table flow: chunks -> checksums -> bisection -> row diff -> repair
+    cli        `reconcile run`
+"""

@@ -93,12 +93,19 @@ class UpstreamConfig:
     ssl_key: str | None = None
     ssl_verify: bool = True
     connect_timeout: int = 10
+    # TLS even without ssl_ca/ssl_cert (the system's trusted CAs verify the server).
+    ssl: bool = False
+    # MySQL/MariaDB: "lock" holds LOCK TABLES ... READ for the milliseconds it takes to open every
+    # connection's snapshot, so all see one state; "snapshot" takes no lock (exact on a quiet table).
+    consistency: Literal["lock", "snapshot"] = "lock"
 
     def __post_init__(self) -> None:
         if self.kind == "files" and not self.path:
             raise ValueError("path is required when kind = 'files'")
         if not 0 < self.port < 65536:
             raise ValueError(f"port {self.port} is not a TCP port")
+        if self.connect_timeout < 1:
+            raise ValueError(f"connect_timeout must be at least 1 second, got {self.connect_timeout}")
 
     def __repr__(self) -> str:  # never show the password, even in a traceback
         return f"UpstreamConfig(kind={self.kind!r}, host={self.host!r}, port={self.port}, user={self.user!r})"
@@ -116,10 +123,28 @@ class ReconcileConfig:
     max_diff: int = 0
     parallelism: int = 4
     sample_size: int = 10
+    # Bisection stops when a differing range holds at most this many upstream rows; they are row-diffed.
+    leaf_rows: int = 256
+    # Each bisection round cuts a differing range into this many parts (2: a binary search); more
+    # parts mean fewer rounds, each a round trip to both sides.
+    bisection_factor: int = 16
+    # A table never gets more chunks than this (the chunk size grows instead).
+    max_chunks: int = 2000
 
     def __post_init__(self) -> None:
         if self.chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1, got {self.chunk_size}")
+        if self.leaf_rows < 1:
+            raise ValueError(f"leaf_rows must be at least 1, got {self.leaf_rows}")
+        if not 2 <= self.bisection_factor <= 256:
+            raise ValueError(f"bisection_factor must be 2..256, got {self.bisection_factor}")
+        if not 1 <= self.max_chunks <= 100_000:
+            raise ValueError(f"max_chunks must be 1..100000, got {self.max_chunks}")
+        if self.sample_size < 0:
+            raise ValueError(f"sample_size must not be negative, got {self.sample_size}")
+        for pattern in self.tables:
+            if not _TABLE_PATTERN.match(pattern):
+                raise ValueError(f"tables: {pattern!r} is not a `db.table` pattern (wildcards * ? allowed)")
         if self.max_diff < 0:
             raise ValueError(f"max_diff must not be negative, got {self.max_diff}")
         if not 1 <= self.parallelism <= 64:

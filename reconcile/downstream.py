@@ -1,0 +1,98 @@
+"""The Delta side: which version to read, and the resolved ts it stands for.
+
+Every backfill commit's JSON userMetadata carries `resolved_ts`; a commit without one (OPTIMIZE, a
+manual write) keeps the ts of the commit before it. The version chosen is the newest one whose
+resolved ts equals the wanted ts (`--at-ts`, or a Dumpling export's snapshot ts), else the latest.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from reconcile.errors import TableNotFound
+from tidelake import delta, fs
+from tidelake.errors import InputError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class VersionTs:
+    version: int
+    resolved_ts: int | None
+
+
+@dataclass(frozen=True)
+class DeltaSnapshot:
+    path: str
+    version: int
+    resolved_ts: int | None
+    df: DataFrame
+
+
+def resolved_history(commits: Sequence[tuple[int, Mapping[str, Any] | None]]) -> list[VersionTs]:
+    """(version, userMetadata) in any order -> each version with the resolved ts in force at it."""
+    out = []
+    current: int | None = None
+    for version, metadata in sorted(commits, key=lambda c: c[0]):
+        ts = (metadata or {}).get("resolved_ts")
+        if isinstance(ts, int) and not isinstance(ts, bool):
+            current = ts
+        out.append(VersionTs(version, current))
+    return out
+
+
+def choose_version(history: Sequence[VersionTs], at_ts: int | None, *, exact: bool = True) -> VersionTs:
+    """The newest version at `at_ts` (None: the latest). `exact=False` accepts the newest at or below it."""
+    if not history:
+        raise InputError("the Delta table has no commits")
+    if at_ts is None:
+        return history[-1]
+    matches = [h for h in history if h.resolved_ts == at_ts]
+    if matches:
+        return matches[-1]
+    if not exact:
+        below = [h for h in history if h.resolved_ts is not None and h.resolved_ts <= at_ts]
+        if below:
+            return below[-1]
+    known = sorted({h.resolved_ts for h in history if h.resolved_ts is not None})
+    shown = ", ".join(map(str, known[-5:])) or "none"
+    raise InputError(f"no Delta version has resolved ts {at_ts} (the newest recorded: {shown})")
+
+
+def table_path(warehouse: str, db: str, table: str) -> str:
+    return fs.join(warehouse, db, table)
+
+
+def open_snapshot(
+    spark: SparkSession, path: str, app_id: str, at_ts: int | None, *, exact: bool = True
+) -> DeltaSnapshot:
+    """Read the Delta table at the version chosen for `at_ts`."""
+    from delta.tables import DeltaTable
+
+    if not delta.is_delta_table(spark, path):
+        raise TableNotFound(f"no Delta table at {path}")
+    rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
+    commits = [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
+    history = resolved_history(commits)
+    if history and history[-1].resolved_ts is None:
+        recorded = delta.recorded_txn_version(spark, path, app_id)  # older commits without metadata
+        if recorded is not None:
+            history[-1] = VersionTs(history[-1].version, recorded)
+    chosen = choose_version(history, at_ts, exact=exact)
+    df = spark.read.format("delta").option("versionAsOf", chosen.version).load(path)
+    return DeltaSnapshot(path, chosen.version, chosen.resolved_ts, df)
+
+
+def _metadata(text: str | None) -> Mapping[str, Any] | None:
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
