@@ -36,7 +36,7 @@ T0 = dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.UTC)
 def rows(n: int, *, bump: int | None = None) -> list[tuple]:
     out = []
     for i in range(1, n + 1):
-        name = None if i % 7 == 0 else ("" if i % 5 == 0 else f"név {i}, \"q\"\\")
+        name = None if i % 7 == 0 else ("" if i % 5 == 0 else f'név {i}, "q"\\')
         price = Decimal(i * 3).scaleb(-2) + (Decimal("0.01") if i == bump else 0)
         doc = None if i % 9 == 0 else json.dumps({"i": i, "tags": ["a", "b"]}, separators=(", ", ": "))
         out.append((i, name, price, T0 + dt.timedelta(seconds=i), doc, bytes([i % 256, 0, 10]), 5))
@@ -57,9 +57,15 @@ def write_expected(root: Path, scans: list[tuple[str, int, list[tuple]]], key: l
         target = root / scan_id / "shop" / "items.parquet"
         target.parent.mkdir(parents=True, exist_ok=True)
         schema = ARROW.with_metadata({b"tidelake.primary_key": json.dumps(key).encode()})
-        pq.write_table(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in data], schema), target)
-        index.append({"scan_id": scan_id, "checkpoint_ts": 0, "current_ts": resolved, "resolved_ts": resolved})
-    (root / "index.json").write_text(json.dumps({"format": "tidelake.expected", "version": 1, "scans": index}))
+        pq.write_table(
+            pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in data], schema), target
+        )
+        index.append(
+            {"scan_id": scan_id, "checkpoint_ts": 0, "current_ts": resolved, "resolved_ts": resolved}
+        )
+    (root / "index.json").write_text(
+        json.dumps({"format": "tidelake.expected", "version": 1, "scans": index})
+    )
 
 
 def config(tmp_path: Path, warehouse: Path, upstream: Path, fmt: str, **extra: object) -> Path:
@@ -132,7 +138,9 @@ def test_parquet_upstream(spark, tmp_path, capsys) -> None:
     target = upstream / "shop" / "items.parquet"
     target.parent.mkdir(parents=True)
     schema = ARROW.with_metadata({b"tidelake.primary_key": b'["id"]'})
-    pq.write_table(pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in rows(20)], schema), target)
+    pq.write_table(
+        pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in rows(20)], schema), target
+    )
     write_delta(spark, warehouse / "shop" / "items", rows(20), 100)
     code, doc = run(capsys, config(tmp_path, warehouse, upstream, "parquet"))
     assert code == 0 and doc["tables"][0]["upstream_rows"] == 20
@@ -161,7 +169,9 @@ def dumpling_field(value: object) -> str:
         value = value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
     if isinstance(value, bytes):
         value = value.decode("latin-1")
-    escaped = "".join({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\0": "\\0"}.get(c, c) for c in str(value))
+    escaped = "".join(
+        {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\0": "\\0"}.get(c, c) for c in str(value)
+    )
     return f'"{escaped}"'
 
 
