@@ -4,56 +4,28 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from tidelake.config import ReconcileConfig
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    tables: tuple[str, ...] = ("*.*",)
-    ignore_columns: tuple[str, ...] = ()
-    float_tolerance: float = 1e-9
-    chunk_size: int = 20_000
-    max_diff: int = 0
-    parallelism: int = 4
-    sample_size: int = 10
-    leaf_rows: int = 256
-    max_chunks: int = 2000
-    bisection_factor: int = 16
+class RunOptions(ReconcileConfig):
+    """The `[reconcile]` settings (validated by ReconcileConfig) plus what only a command line says."""
+
     at_ts: int | None = None
     repair: bool = False
 
     def __post_init__(self) -> None:
-        if self.chunk_size < 1:
-            raise ValueError(f"chunk size must be at least 1, got {self.chunk_size}")
-        if self.max_diff < 0:
-            raise ValueError(f"max diff must not be negative, got {self.max_diff}")
-        if not 1 <= self.parallelism <= 64:
-            raise ValueError(f"parallelism must be 1..64, got {self.parallelism}")
-        if self.float_tolerance < 0:
-            raise ValueError(f"float tolerance must not be negative, got {self.float_tolerance}")
-        if not 2 <= self.bisection_factor <= 256:
-            raise ValueError(f"bisection factor must be 2..256, got {self.bisection_factor}")
+        super().__post_init__()
         if self.at_ts is not None and self.at_ts < 0:
             raise ValueError(f"--at-ts must be a TSO (non-negative), got {self.at_ts}")
 
     @classmethod
     def from_config(cls, config: ReconcileConfig, **flags: Any) -> RunOptions:
         """Config values, then every flag that was given (None means not given)."""
-        base = cls(
-            tables=config.tables,
-            ignore_columns=config.ignore_columns,
-            float_tolerance=config.float_tolerance,
-            chunk_size=config.chunk_size,
-            max_diff=config.max_diff,
-            parallelism=config.parallelism,
-            sample_size=config.sample_size,
-            leaf_rows=config.leaf_rows,
-            max_chunks=config.max_chunks,
-            bisection_factor=config.bisection_factor,
-        )
+        base = cls(**{f.name: getattr(config, f.name) for f in fields(ReconcileConfig)})
         given = {k: (tuple(v) if isinstance(v, list) else v) for k, v in flags.items() if v is not None}
         return replace(base, **given)
 
