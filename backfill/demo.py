@@ -21,6 +21,7 @@ from tidelake.tso import format_ts
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from reconcile.result import ReconcileResult
     from tidelake.config import TidelakeConfig
 
 MARKER = ".tidelake-demo"
@@ -31,12 +32,11 @@ class DemoResult:
     simulated_events: int
     scans: list[dict[str, Any]]
     windows: list[RunResult] = field(default_factory=list)
-    reconcile: Any = None
+    reconcile: ReconcileResult | None = None
 
     @property
     def exit_code(self) -> int:
-        code = getattr(self.reconcile, "exit_code", 0)
-        return int(code) if isinstance(code, int) else 0
+        return self.reconcile.exit_code if self.reconcile is not None else 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -98,9 +98,15 @@ def run_demo(spark: SparkSession, config: TidelakeConfig) -> DemoResult:
     return result
 
 
-def _reconcile(spark: SparkSession, config: TidelakeConfig) -> Any:
+def _reconcile(spark: SparkSession, config: TidelakeConfig) -> ReconcileResult:
+    """Reconcile the warehouse against the config's upstream (the demo's: the simulator's expected state)."""
+    from reconcile import engine
+    from reconcile.options import RunOptions
+    from reconcile.upstream import open_upstream
+
+    options = RunOptions.from_config(config.reconcile)
+    upstream = open_upstream(spark, config.reconcile.upstream, options.parallelism)
     try:
-        from reconcile.engine import run_reconcile  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return run_reconcile(spark, config)
+        return engine.run(spark, config, options, upstream)
+    finally:
+        upstream.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from backfill.cli import main
-from backfill.simulate import load_index
+from backfill.simulate import load_expected, load_index
 from tests.expected import warehouse_differences
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -30,6 +30,12 @@ def test_demo_runs_two_windows_and_ends_equal(spark, tmp_path: Path, capsys: pyt
     assert second["checkpoint_ts"] == first["resolved_ts"], "the second window starts where the first ended"
     assert second["resolved_ts"] == scans[-1]["resolved_ts"]
     assert warehouse_differences(spark, wh, sim, scans[-1]["scan_id"]) == []
+    reconciled = report["reconcile"]
+    assert reconciled["status"] == "equal"
+    expected = load_expected(sim, scans[-1]["scan_id"])
+    assert {t["table"]: (t["status"], t["upstream_rows"]) for t in reconciled["tables"]} == {
+        f"{db}.{name}": ("equal", rows.num_rows) for (db, name), rows in expected.items()
+    }
 
     # a second demo starts over in the folders it made, and refuses folders it did not make
     assert main(["demo", "--config", str(conf), "--json"]) == 0
