@@ -8,12 +8,13 @@ COMMITTED events are self-contained and skip the matcher (and its shuffle) entir
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from backfill.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes
 from backfill.matcher import COMMITTED, EVENT_TYPES, ROW_OPS, MatchError, StreamColumns, match_stream
 
 if TYPE_CHECKING:
@@ -130,19 +131,6 @@ def committed_changes(events: DataFrame) -> DataFrame:
     ).select("scan_id", "region_id", "key", F.col("op_type").alias("op"), "value", "start_ts", "commit_ts")
 
 
-def bad_change_rows(changes: DataFrame) -> Column:
-    """A condition true for changes that break the input contract."""
-    from pyspark.sql import functions as F
-
-    return (
-        F.col("key").isNull()
-        | F.col("commit_ts").isNull()
-        | ~F.col("op").isin("PUT", "DELETE")
-        | F.col("op").isNull()
-        | ((F.col("op") == "PUT") & (F.coalesce(F.length("value"), F.lit(0)) == 0))
-    )
-
-
 def in_windows(windows: Mapping[str, tuple[int, int]]) -> Column:
     """commit_ts inside the (lo, hi] window of the row's capture."""
     from pyspark.sql import functions as F
@@ -178,39 +166,13 @@ def with_record_key_parts(changes: DataFrame) -> DataFrame:
     )
 
 
-def lookup(column: str, mapping: Mapping[int, int]) -> Column:
-    """`mapping[column]` as a Spark expression (NULL when absent)."""
-    from pyspark.sql import functions as F
-
-    if not mapping:
-        return F.lit(None).cast("int")
-    pairs = [F.lit(x) for item in sorted(mapping.items()) for x in item]
-    return F.element_at(F.create_map(*pairs), F.col(column))
-
-
-def live_condition(intervals: Mapping[int, Sequence[tuple[int, int | None]]]) -> Column:
-    """True when a row's physical id belongs to its table at the row's commit ts (TiCDC drops the rest)."""
-    from pyspark.sql import functions as F
-
-    condition = F.lit(False)
-    for physical_id, spans in intervals.items():
-        for after, until in spans:
-            inside = F.col("commit_ts") > F.lit(after)
-            if until is not None:
-                inside = inside & (F.col("commit_ts") <= F.lit(until))
-            condition = condition | ((F.col("physical_id") == F.lit(physical_id)) & inside)
-    return condition
-
-
-def count_below(column: str, bounds: Sequence[int | bytes], *, inclusive: bool = False) -> Column:
-    """How many of `bounds` are below the column's value (or equal, if inclusive): a segment or bucket number."""
+def key_range_index(column: str, splits: Sequence[bytes]) -> Column:
+    """The key range a binary column falls in: how many split keys are at or below it."""
     from pyspark.sql import functions as F
 
     total = F.lit(0)
-    for bound in bounds:
-        literal = F.lit(bytearray(bound)) if isinstance(bound, bytes) else F.lit(bound)
-        below = F.col(column) >= literal if inclusive else F.col(column) > literal
-        total = total + F.when(below, 1).otherwise(0)
+    for split in splits:
+        total = total + F.when(F.col(column) >= F.lit(bytearray(split)), 1).otherwise(0)
     return total
 
 
@@ -235,18 +197,6 @@ def key_range_splits(region_counts: Sequence[tuple[bytes, int]], buckets: int) -
                 break
         running += count
     return splits
-
-
-@dataclass(frozen=True)
-class CollapsePlan:
-    """What `collapse` needs to know about the run's tables."""
-
-    table_of_physical: Mapping[int, int]  # physical id -> tracked table index
-    live: Mapping[int, Sequence[tuple[int, int | None]]]  # physical id -> live (after, until] intervals
-    table_floor: Mapping[int, int]  # table index -> its checkpoint: changes at or below are applied
-    resolved_ts: int
-    splits: Sequence[bytes]  # key-range split keys: range i is [splits[i-1], splits[i])
-    partition_tags: Sequence[int]  # tag i lands in shuffle partition i (see `partition_tags`)
 
 
 def partition_tags(spark: SparkSession, partitions: int) -> list[int]:
@@ -275,73 +225,23 @@ def lookup_tag(index: Column, tags: Sequence[int]) -> Column:
     return F.element_at(F.array(*(F.lit(t).cast("bigint") for t in tags)), index + 1)
 
 
-BAD_ROWS = -1  # the table_idx `collapse` gives rows that break the input contract
-
-
-COLLAPSED_DDL = (
-    "bucket BIGINT, table_idx INT, handle BINARY, commit_ts BIGINT, op STRING, value BINARY, key BINARY, "
-    "physical_id BIGINT, start_ts BIGINT, scan_id STRING, region_id BIGINT, is_record BOOLEAN"
-)
-_COLLAPSED_COLUMNS = [part.split()[0] for part in COLLAPSED_DDL.split(", ")]
-
-
-def last_change_per_key(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Within one partition, keep the row with the highest (commit_ts, PUT over DELETE) per (table, handle).
-
-    Arrow sorts the partition in C++: a Spark group-by with `max_by` over a struct holding binary values
-    cannot use hash aggregation and sorts row by row in the JVM instead.
-    """
-    collected = list(batches)
-    table = pa.Table.from_batches(collected) if collected else None
-    if table is None or table.num_rows == 0:
-        return
-    rank = pc.if_else(pc.equal(table.column("op"), "PUT"), 1, 0)
-    table = table.append_column("rank", rank)
-    order = pc.sort_indices(
-        table,
-        sort_keys=[
-            ("table_idx", "ascending"),
-            ("handle", "ascending"),
-            ("commit_ts", "ascending"),
-            ("rank", "ascending"),
-        ],
-    )
-    table = table.take(order).drop_columns(["rank"])
-    owner, handle = table.column("table_idx"), table.column("handle")
-    n = table.num_rows
-    boundary = pc.or_(
-        pc.fill_null(pc.not_equal(owner.slice(0, n - 1), owner.slice(1)), True),
-        pc.fill_null(pc.not_equal(handle.slice(0, n - 1), handle.slice(1)), True),
-    )
-    last = pa.concat_arrays([*boundary.chunks, pa.array([True])]) if n > 1 else pa.array([True])
-    yield from table.filter(last).select(_COLLAPSED_COLUMNS).to_batches()
-
-
-def collapse(changes: DataFrame, plan: CollapsePlan, bad: Column) -> DataFrame:
+def collapse(
+    changes: DataFrame, plan: CollapsePlan, splits: Sequence[bytes], tags: Sequence[int]
+) -> DataFrame:
     """Keep the last change per (table, row handle): the row's final state at the resolved ts.
 
-    Rows are first partitioned by key ranges (`plan.splits`): range i goes to shuffle partition i (one
-    shuffle, no sampling pass), and each partition keeps its last change per key with Arrow. Ties at one
-    commit ts (a row moving between partitions: DELETE in one, PUT in the other) resolve to the PUT.
-    Rows for which `bad` holds are kept under table_idx `BAD_ROWS`, so the same pass that collapses
-    also finds them.
+    Rows are partitioned by key ranges (`splits`): range i goes to shuffle partition i through its tag
+    (one shuffle, no sampling pass), and each partition keeps its last change per key with Arrow
+    (`collapse.collapse_changes`, which also finds the rows that break the input contract).
     """
-    from pyspark.sql import functions as F
+    bucket = lookup_tag(key_range_index("key", splits), tags)
+    ranged = changes.select(
+        bucket.alias("bucket"), "scan_id", "region_id", "key", "op", "value", "commit_ts"
+    ).repartition(len(tags), "bucket")
+    return ranged.mapInArrow(partial(_collapse_partition, plan=plan), COLLAPSED_DDL)
 
-    owned = changes.withColumn("table_idx", lookup("physical_id", plan.table_of_physical))
-    floor = lookup("table_idx", plan.table_floor)
-    applicable = owned.filter(
-        bad
-        | (
-            F.col("table_idx").isNotNull()
-            & live_condition(plan.live)
-            & (F.col("commit_ts") > floor)
-            & (F.col("commit_ts") <= F.lit(plan.resolved_ts))
-        )
-    ).select(
-        lookup_tag(count_below("key", plan.splits, inclusive=True), plan.partition_tags).alias("bucket"),
-        F.when(bad, F.lit(BAD_ROWS)).otherwise(F.col("table_idx")).cast("int").alias("table_idx"),
-        *(c for c in _COLLAPSED_COLUMNS if c not in ("bucket", "table_idx")),
-    )
-    partitioned = applicable.repartition(len(plan.partition_tags), "bucket")
-    return partitioned.mapInArrow(last_change_per_key, COLLAPSED_DDL)
+
+def _collapse_partition(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -> Iterator[pa.RecordBatch]:
+    collected = list(batches)
+    if collected:
+        yield from collapse_changes(pa.Table.from_batches(collected), plan).to_batches()

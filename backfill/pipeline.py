@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 from backfill import changes as ch
 from backfill.catalog import Catalog, TrackedTable, build_catalog, parse_ddl_jobs_jsonl, parse_tables_jsonl
 from backfill.codec import SchemaVersion, TableSchema
+from backfill.codec.keys import table_prefix
+from backfill.collapse import BAD_ROWS, CollapsePlan
 from backfill.ddl import migrate_rows
 from backfill.decode import decode_changes, decode_error
 from backfill.events import input_errors, read_events
@@ -234,49 +236,45 @@ def _collapse(
     )
     from_scans = ch.committed_changes(events.filter(F.col("scan_id").isin(in_chain)))
     raw = from_streams.unionByName(from_scans).filter(ch.in_windows(windows))
-    parts = ch.with_record_key_parts(raw)
-
-    table_of_physical = {pid: i for i, t in enumerate(tables) for pid in t.physical_ids()}
-    live = {pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()}
+    if untracked := sorted(schema.known_ids - set().union(*(t.physical_ids() for t in tables))):
+        raw = raw.filter(~F.substring("key", 1, 9).isin([bytearray(table_prefix(pid)) for pid in untracked]))
     counts_by_region = (
         events.filter(F.col("scan_id").isin(in_chain)).groupBy("scan_id", "region_id").count().collect()
     )
     starts = {(link.scan.scan_id, r.region_id): r.start_key for link in chain for r in link.scan.regions}
     region_counts = [(starts.get((r["scan_id"], r["region_id"]), b""), r["count"]) for r in counts_by_region]
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    plan = ch.CollapsePlan(
-        table_of_physical,
-        live,
-        floors,
-        resolved_ts,
-        ch.key_range_splits(region_counts, partitions),
-        ch.partition_tags(spark, partitions),
+    plan = CollapsePlan(
+        table_of_physical={pid: i for i, t in enumerate(tables) for pid in t.physical_ids()},
+        known_ids=schema.known_ids,
+        live={pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()},
+        table_floor=floors,
+        resolved_ts=resolved_ts,
+        segment_bounds={i: [v.finished_ts for v in t.versions[1:]] for i, t in enumerate(tables)},
     )
-    bad = ch.bad_change_rows(parts) | ~F.col("is_record") | ~F.col("physical_id").isin(list(schema.known_ids))
-    collapsed = ch.collapse(parts, plan, bad)
-    segment = F.lit(0)
-    for i, table in enumerate(tables):
-        bounds = [v.finished_ts for v in table.versions[1:]]
-        if bounds:
-            segment = F.when(F.col("table_idx") == i, ch.count_below("commit_ts", bounds)).otherwise(segment)
-    collapsed = collapsed.withColumn("segment", segment).persist()
+    splits = ch.key_range_splits(region_counts, partitions)
+    collapsed = ch.collapse(raw, plan, splits, ch.partition_tags(spark, partitions)).persist()
     counts = {
         (r["table_idx"], r["segment"], r["op"]): r["count"]
         for r in collapsed.groupBy("table_idx", "segment", "op").count().collect()
     }
-    if any(index == ch.BAD_ROWS for index, _, _ in counts):
+    if any(index == BAD_ROWS for index, _, _ in counts):
         collapsed.unpersist()
-        raise _bad_row_error(collapsed.filter(F.col("table_idx") == ch.BAD_ROWS).limit(1).collect()[0])
+        raise _bad_row_error(
+            collapsed.filter(F.col("table_idx") == BAD_ROWS).limit(1).collect()[0], schema.known_ids
+        )
     return collapsed, counts
 
 
-def _bad_row_error(row: Any) -> InputError:
-    what = (
-        "is not a record key" if not row["is_record"]
-        else f"belongs to table id {row['physical_id']}, which no TableInfo in the capture describes"
-        if row["op"] in ("PUT", "DELETE") and row["commit_ts"] is not None
-        else f"has op {row['op']!r} or no commit ts"
-    )  # fmt: skip
+def _bad_row_error(row: Any, known_ids: frozenset[int]) -> InputError:
+    if not row["is_record"]:
+        what = "is not a record key"
+    elif row["physical_id"] not in known_ids:
+        what = f"belongs to table id {row['physical_id']}, which no TableInfo in the capture describes"
+    elif row["op"] not in ("PUT", "DELETE") or row["commit_ts"] is None:
+        what = f"has op {row['op']!r} or no commit ts"
+    else:
+        what = "is a PUT without row bytes"
     return InputError(
         f"capture {row['scan_id']}, region {row['region_id']}, key {bytes(row['key']).hex()}, "
         f"commit_ts {row['commit_ts']}: the change {what}"

@@ -56,6 +56,23 @@ def test_first_capture_lands_with_commit_ts_and_txn_version(spark, tmp_path: Pat
     assert again.note == "nothing new" or again.resolved_ts == 190
 
 
+def test_only_the_configured_tables_land(spark, tmp_path: Path) -> None:
+    users, orders = users_table(), users_table(200, "orders")
+    cap = Capture(
+        tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=200, tables=[("app", users), ("app", orders)]
+    )
+    cap.put(1, users, 1, {2: "ann", 3: 10}, 110, 111).put(1, orders, 7, {2: "skipped", 3: 1}, 112, 113)
+    cap.init_and_resolve().write()
+    conf = config_file(tmp_path)
+    conf.write_text(conf.read_text() + 'tables = ["app.u*"]\n')
+
+    result = run_backfill(spark, load_config(conf))
+
+    assert [t.table for t in result.tables] == ["app.users"]
+    assert table_rows(spark, tmp_path) == [(1, "ann", 10, 111)]
+    assert not (tmp_path / "wh" / "app" / "orders").exists()
+
+
 def test_cli_run_json_reports_counts(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
