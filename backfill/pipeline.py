@@ -7,7 +7,8 @@ match, resolve, schema, decode, collapse, merge, report. Only plans and counts r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from tidelake.config import TidelakeConfig
+
+
+PARALLEL_JOBS = 4  # Spark jobs submitted at once in the decode and merge stages
 
 
 @dataclass
@@ -145,15 +149,17 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     with clock.stage("decode"), _decode_errors():
         # Decode everything before the first commit: bad row bytes must leave every table unchanged.
         decoded, decode_tasks = _decode_all(spark, tables, collapsed, counts, zero_dates)
-    outcomes = []
     scans_used = [link.scan.scan_id for link in chain]
     with clock.stage("merge"):
-        for index, table in enumerate(tables):
+
+        def apply(session: SparkSession, index: int) -> TableOutcome:
             outcome = _apply_table(
-                spark, config, table, index, decoded, counts, floors[index], resolved_ts, scans_used
+                session, config, tables[index], index, decoded, counts, floors[index], resolved_ts, scans_used
             )
             outcome.decode_tasks = decode_tasks.get(index, 0)
-            outcomes.append(outcome)
+            return outcome
+
+        outcomes = _per_table_in_parallel(spark, tables, apply)
     for frame in (*decoded.values(), collapsed, matched):
         frame.unpersist()
     return RunResult(
@@ -303,13 +309,63 @@ def _decode_all(
             ):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-            frame = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
-            frame.count()
-            decoded[(index, seg)] = frame
+            decoded[(index, seg)] = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
+    # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
+    with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
+        for _ in pool.map(lambda frame: frame.count(), decoded.values()):
+            pass
     per_table: dict[int, set[int]] = {}
     for index, partition in tasks.value:
         per_table.setdefault(index, set()).add(partition)
     return decoded, {index: len(parts) for index, parts in per_table.items()}
+
+
+def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:
+    """Indexes grouped so that items sharing a name (directly or through others) are in one group, each
+    group in index order, groups ordered by their first index."""
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Hashable, int] = {}
+    for index, item_names in enumerate(names):
+        for name in item_names:
+            if name in first:
+                a, b = sorted((root(first[name]), root(index)))
+                parent[b] = a
+            else:
+                first[name] = index
+    groups: dict[int, list[int]] = {}
+    for index in range(len(names)):
+        groups.setdefault(root(index), []).append(index)
+    return list(groups.values())
+
+
+def _per_table_in_parallel(
+    spark: SparkSession, tables: Sequence[TrackedTable], apply: Callable[[SparkSession, int], TableOutcome]
+) -> list[TableOutcome]:
+    """`apply(session, index)` for every table, in table order within groups of tables that share a name
+    (a rename or re-create hands a path from one table to another), the groups side by side on threads.
+
+    Each group gets its own session: a MERGE takes its transaction id from the session conf, so two
+    tables committing at once must not share one.
+    """
+    groups = sharing_groups([table.names() for table in tables])
+    outcomes: dict[int, TableOutcome] = {}
+
+    def run_group(group: list[int]) -> None:
+        session = spark.newSession()
+        for index in group:
+            outcomes[index] = apply(session, index)
+
+    with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
+        for _ in pool.map(run_group, groups):
+            pass
+    return [outcomes[index] for index in range(len(tables))]
 
 
 def _apply_table(

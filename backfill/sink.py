@@ -82,7 +82,7 @@ def merge_changes(
 
 def _is_empty(spark: SparkSession, path: str) -> bool:
     """True for a table with no data files (just created, or truncated by a DDL step)."""
-    return int(spark.sql(f"DESCRIBE DETAIL delta.{quote(path)}").first()["numFiles"]) == 0
+    return delta.file_count(spark, path) == 0
 
 
 def _append(

@@ -62,6 +62,11 @@ def table_version(spark: SparkSession, path: str) -> int:
     return int(_snapshot(spark, path).version())
 
 
+def file_count(spark: SparkSession, path: str) -> int:
+    """Data files in the latest version: from the log's checksum, with no Spark job (DESCRIBE DETAIL runs one)."""
+    return int(_snapshot(spark, path).numOfFiles())
+
+
 def recorded_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The last transaction version recorded for `app_id` in the table's log, or None if never."""
     if not is_delta_table(spark, path):

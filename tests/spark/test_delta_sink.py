@@ -111,3 +111,35 @@ def test_session_conf_is_unset_even_when_the_merge_fails(spark, warehouse: str) 
 def test_missing_table_has_no_recorded_version(spark, warehouse: str) -> None:
     assert delta.recorded_txn_version(spark, f"{warehouse}/absent", APP) is None
     assert delta.last_commit(spark, f"{warehouse}/absent", APP) is None
+
+
+def test_file_count_follows_the_latest_version(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    described = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
+    assert delta.file_count(spark, path) == described > 0
+    spark.createDataFrame([], "k INT, v STRING").write.format("delta").mode("overwrite").save(path)
+    assert delta.file_count(spark, path) == 0, "a truncating overwrite leaves no data files"
+
+
+def test_concurrent_merges_in_their_own_sessions_record_their_own_transactions(spark, warehouse: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [f"{warehouse}/t{i}" for i in range(4)]
+    for path in paths:
+        make_table(spark, path)
+    sources = [spark.createDataFrame([(i, f"v{i}")], "k INT, v STRING") for i in range(4)]
+
+    def merge(i: int) -> bool:
+        session = spark.newSession()
+        return delta.merge_with_txn(
+            session, paths[i], upsert(sources[i]), app_id=APP, txn_version=100 + i, metadata={"i": i}
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(merge, range(4))) == [True] * 4
+    for i, path in enumerate(paths):
+        commit = delta.last_commit(spark, path, APP)
+        assert commit is not None and (commit.txn_version, commit.user_metadata) == (100 + i, {"i": i})
+        assert (i, f"v{i}") in rows(spark, path)
+    assert spark.conf.get(delta.TXN_APP_ID, None) is None
