@@ -309,7 +309,9 @@ def _decode_all(
             ):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-            decoded[(index, seg)] = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
+            decoded[(index, seg)] = decode_changes(
+                rows, version.schema, zero_dates, tasks, tag=index
+            ).persist()
     # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
     with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
         for _ in pool.map(lambda frame: frame.count(), decoded.values()):
