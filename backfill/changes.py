@@ -28,6 +28,10 @@ MATCH_OUTPUT_DDL = (
 _MATCH_FIELDS = [f.split() for f in MATCH_OUTPUT_DDL.split(", ")]
 _ARROW_TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "BOOLEAN": pa.bool_()}
 MATCH_OUTPUT_ARROW = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in _MATCH_FIELDS])
+MATCHER_INPUT = (
+    "scan_id", "scan_checkpoint_ts", "region_id", "seq", "type", "start_ts", "commit_ts", "op_type", "key", "value",
+    "generation", "resolved_ts",
+)  # fmt: skip
 CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "start_ts", "commit_ts")
 
 
@@ -121,7 +125,7 @@ def matched_stream_output(events: DataFrame) -> DataFrame:
     """Matcher output for every stream: changes from COMMIT events plus `region` and `error` rows."""
     from pyspark.sql import functions as F
 
-    streams = events.filter(F.col("type") != COMMITTED)
+    streams = events.filter(F.col("type") != COMMITTED).select(*MATCHER_INPUT)  # old_value stays on disk
     return streams.groupBy("scan_id", "region_id").applyInArrow(match_region_stream, MATCH_OUTPUT_DDL)
 
 
