@@ -7,7 +7,10 @@ COMMITTED events are self-contained and skip the matcher (and its shuffle) entir
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -15,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes
+from backfill.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes, match_errors
 from backfill.matcher import COMMITTED, EVENT_TYPES, ROW_OPS, MatchError, StreamColumns, match_stream
 
 if TYPE_CHECKING:
@@ -31,6 +34,10 @@ MATCH_OUTPUT_ARROW = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kin
 MATCHER_INPUT = (
     "scan_id", "scan_checkpoint_ts", "region_id", "seq", "type", "start_ts", "commit_ts", "op_type", "key", "value",
     "generation", "resolved_ts",
+)  # fmt: skip
+KEY_LEVEL_COLUMNS = (  # the matcher input columns only row events fill, with their types
+    ("start_ts", "bigint"), ("commit_ts", "bigint"), ("op_type", "string"), ("key", "binary"), ("value", "binary"),
+    ("generation", "bigint"),
 )  # fmt: skip
 CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "start_ts", "commit_ts")
 
@@ -101,6 +108,26 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
     return pa.concat_tables([changes, region])
 
 
+def region_state(
+    scan_id: str, checkpoint_ts: int, region_id: int, events: Sequence[Mapping[str, object]]
+) -> dict[str, object]:
+    """The `region` (or `error`) row the matcher gives for a region's INITIALIZED and RESOLVED events
+    (`seq`, `type`, `resolved_ts` each); the other events do not change a region's state."""
+    n = len(events)
+    stream = pa.table(
+        {
+            "scan_id": pa.array([scan_id] * n, pa.string()),
+            "scan_checkpoint_ts": pa.array([checkpoint_ts] * n, pa.int64()),
+            "region_id": pa.array([region_id] * n, pa.int64()),
+            "seq": pa.array([e["seq"] for e in events], pa.int64()),
+            "type": pa.array([e["type"] for e in events], pa.string()),
+            "resolved_ts": pa.array([e["resolved_ts"] for e in events], pa.int64()),
+            **{name: pa.nulls(n, _ARROW_TYPES[kind.upper()]) for name, kind in KEY_LEVEL_COLUMNS},
+        }
+    )
+    return match_region_stream(stream).to_pylist()[-1]
+
+
 def _ints(column: pa.Array | pa.ChunkedArray) -> list[int | None]:
     """Python ints (None for nulls), through numpy: several times faster than Arrow's to_pylist."""
     values = pc.fill_null(column, 0).to_numpy().tolist()
@@ -121,21 +148,127 @@ def _single_row(kind: str, scan_id: str, region_id: int, **values: object) -> pa
     return pa.Table.from_pylist([row], schema=MATCH_OUTPUT_ARROW)
 
 
-def matched_stream_output(events: DataFrame) -> DataFrame:
-    """Matcher output for every stream: changes from COMMIT events plus `region` and `error` rows."""
+def match_key_range(events: pa.Table) -> pa.Table:
+    """One key range's events as matcher output: COMMITTED events (incremental scan, 1PC) become changes
+    directly (stale ones, at or below their capture's checkpoint, dropped); every (capture, region)
+    stream piece goes through the matcher. A region's keyless events (INITIALIZED, RESOLVED) are in
+    every range its keys span, so each piece sees them in order and reports the same region state.
+    """
+    is_committed = pc.fill_null(pc.equal(events.column("type"), COMMITTED), False)
+    fresh = pc.fill_null(pc.greater(events.column("commit_ts"), events.column("scan_checkpoint_ts")), False)
+    parts = [_committed_change_rows(events.filter(pc.and_(is_committed, fresh)))]
+    streams = events.filter(pc.invert(is_committed))
+    if streams.num_rows:
+        order = [("scan_id", "ascending"), ("region_id", "ascending"), ("seq", "ascending")]
+        streams = streams.take(pc.sort_indices(streams, sort_keys=order))
+        scan = pc.dictionary_encode(streams.column("scan_id")).combine_chunks().indices
+        stream_of = np.stack(
+            [pc.fill_null(scan, -1).to_numpy(), pc.fill_null(streams.column("region_id"), -1).to_numpy()]
+        )
+        starts = np.flatnonzero((stream_of[:, 1:] != stream_of[:, :-1]).any(axis=0)) + 1
+        bounds = [0, *starts.tolist(), streams.num_rows]
+        parts += [match_region_stream(streams.slice(lo, hi - lo)) for lo, hi in itertools.pairwise(bounds)]
+    return pa.concat_tables(parts)
+
+
+def _committed_change_rows(committed: pa.Table) -> pa.Table:
+    n = committed.num_rows
+    return pa.table(
+        {
+            "kind": pa.array(["change"] * n, pa.string()),
+            "scan_id": committed.column("scan_id"),
+            "region_id": committed.column("region_id"),
+            "key": committed.column("key"),
+            "op": committed.column("op_type"),
+            "value": committed.column("value"),
+            "start_ts": committed.column("start_ts"),
+            "commit_ts": committed.column("commit_ts"),
+            "resolved_ts": pa.nulls(n, pa.int64()),
+            "initialized": pa.nulls(n, pa.bool_()),
+            "open_locks": pa.nulls(n, pa.int64()),
+            "message": pa.nulls(n, pa.string()),
+        },
+        schema=MATCH_OUTPUT_ARROW,
+    )
+
+
+@dataclass(frozen=True)
+class KeyRanges:
+    """Key ranges cut at `splits` (range i is [splits[i-1], splits[i])), range i sent to shuffle
+    partition i by its hash tag `tags[i]` (see `partition_tags`)."""
+
+    splits: tuple[bytes, ...]
+    tags: tuple[int, ...]
+
+    def covering(self, start: bytes, end: bytes) -> list[int]:
+        """The ranges a region [start, end) overlaps (end b"" = unbounded)."""
+        first = bisect.bisect_right(self.splits, start)
+        last = bisect.bisect_left(self.splits, end) if end else len(self.splits)
+        return list(range(first, max(first, last) + 1))
+
+
+def by_key_range(
+    events: DataFrame, ranges: KeyRanges, regions: Mapping[tuple[str, int], tuple[bytes, bytes]]
+) -> DataFrame:
+    """The events (matcher columns) shuffled so that partition i holds every event of key range i.
+
+    A keyed event goes to its key's range, a keyless one (INITIALIZED, RESOLVED) to every range its
+    region's [start, end) from `regions` spans (every range, for a region the manifest does not list).
+    One shuffle then serves matching and collapsing, and a hot region is matched by several tasks.
+    """
     from pyspark.sql import functions as F
 
-    streams = events.filter(F.col("type") != COMMITTED).select(*MATCHER_INPUT)  # old_value stays on disk
-    return streams.groupBy("scan_id", "region_id").applyInArrow(match_region_stream, MATCH_OUTPUT_DDL)
+    spans = {f"{scan}/{region}": ranges.covering(*span) for (scan, region), span in regions.items()}
+    pairs = [
+        x for name, covered in sorted(spans.items()) for x in (F.lit(name), F.array(*map(F.lit, covered)))
+    ]
+    everywhere = F.array(*(F.lit(i) for i in range(len(ranges.tags))))
+    region_name = F.concat_ws("/", F.col("scan_id"), F.col("region_id").cast("string"))
+    keyless = (
+        F.coalesce(F.try_element_at(F.create_map(*pairs), region_name), everywhere) if pairs else everywhere
+    )
+    index = F.when(F.col("key").isNotNull(), F.array(key_range_index("key", ranges.splits))).otherwise(
+        keyless
+    )
+    ranged = events.select(*MATCHER_INPUT, F.explode(index).alias("range"))
+    tagged = ranged.select(*MATCHER_INPUT, lookup_tag(F.col("range"), ranges.tags).alias("bucket"))
+    return tagged.repartition(len(ranges.tags), "bucket")
 
 
-def committed_changes(events: DataFrame) -> DataFrame:
-    """COMMITTED events (incremental scan, 1PC) as changes; stale ones (at or below the checkpoint) dropped."""
-    from pyspark.sql import functions as F
+def match_and_collapse(events: DataFrame, plan: CollapsePlan) -> DataFrame:
+    """Per key range (`by_key_range` output): match the region stream pieces, then keep the last change
+    per (table, row handle) with `collapse.collapse_changes`. Matcher errors come out as rows under
+    table_idx `MATCH_ERRORS`, bad changes under `BAD_ROWS`."""
+    return events.mapInArrow(partial(_match_and_collapse, plan=plan), COLLAPSED_DDL)
 
-    return events.filter(
-        (F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))
-    ).select("scan_id", "region_id", "key", F.col("op_type").alias("op"), "value", "start_ts", "commit_ts")
+
+def _match_and_collapse(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -> Iterator[pa.RecordBatch]:
+    collected = list(batches)
+    if not collected:
+        return
+    matched = match_key_range(pa.Table.from_batches(collected))
+    kind = matched.column("kind")
+    errors = matched.filter(pc.equal(kind, "error")).column("message").to_pylist()
+    if errors:
+        yield from match_errors(sorted(set(errors))).to_batches()
+        return
+    changes = matched.filter(pc.equal(kind, "change"))
+    yield from collapse_changes(changes, plan).to_batches()
+
+
+def matched_changes(events: DataFrame) -> DataFrame:
+    """The matched changes (CHANGE_COLUMNS) of `by_key_range` output, uncollapsed."""
+    return (
+        events.mapInArrow(_matched_changes, MATCH_OUTPUT_DDL)
+        .filter("kind = 'change'")
+        .select(*CHANGE_COLUMNS)
+    )
+
+
+def _matched_changes(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    collected = list(batches)
+    if collected:
+        yield from match_key_range(pa.Table.from_batches(collected)).to_batches()
 
 
 def in_windows(windows: Mapping[str, tuple[int, int]]) -> Column:
@@ -230,25 +363,3 @@ def lookup_tag(index: Column, tags: Sequence[int]) -> Column:
     from pyspark.sql import functions as F
 
     return F.element_at(F.array(*(F.lit(t).cast("bigint") for t in tags)), index + 1)
-
-
-def collapse(
-    changes: DataFrame, plan: CollapsePlan, splits: Sequence[bytes], tags: Sequence[int]
-) -> DataFrame:
-    """Keep the last change per (table, row handle): the row's final state at the resolved ts.
-
-    Rows are partitioned by key ranges (`splits`): range i goes to shuffle partition i through its tag
-    (one shuffle, no sampling pass), and each partition keeps its last change per key with Arrow
-    (`collapse.collapse_changes`, which also finds the rows that break the input contract).
-    """
-    bucket = lookup_tag(key_range_index("key", splits), tags)
-    ranged = changes.select(
-        bucket.alias("bucket"), "scan_id", "region_id", "key", "op", "value", "commit_ts"
-    ).repartition(len(tags), "bucket")
-    return ranged.mapInArrow(partial(_collapse_partition, plan=plan), COLLAPSED_DDL)
-
-
-def _collapse_partition(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -> Iterator[pa.RecordBatch]:
-    collected = list(batches)
-    if collected:
-        yield from collapse_changes(pa.Table.from_batches(collected), plan).to_batches()

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 BAD_ROWS = -1  # the table_idx of rows that break the input contract
+MATCH_ERRORS = -3  # the table_idx of the matcher's errors (`message` says which)
 _UNTRACKED = -2
 
 COLLAPSED_DDL = (
     "table_idx INT, segment INT, op STRING, commit_ts BIGINT, key BINARY, value BINARY, "
-    "physical_id BIGINT, is_record BOOLEAN, scan_id STRING, region_id BIGINT"
+    "physical_id BIGINT, is_record BOOLEAN, scan_id STRING, region_id BIGINT, message STRING"
 )
 COLLAPSED_ARROW = pa.schema(
     [
@@ -34,6 +35,7 @@ COLLAPSED_ARROW = pa.schema(
         pa.field("is_record", pa.bool_()),
         pa.field("scan_id", pa.string()),
         pa.field("region_id", pa.int64()),
+        pa.field("message", pa.string()),
     ]
 )
 
@@ -48,6 +50,12 @@ class CollapsePlan:
     table_floor: Mapping[int, int]  # table index -> its checkpoint: changes at or below are applied
     resolved_ts: int
     segment_bounds: Mapping[int, Sequence[int]]  # table index -> finished ts of its later schema versions
+    windows: Mapping[str, tuple[int, int]]  # capture id -> (lo, hi]: the commit ts the run takes from it
+
+    @classmethod
+    def nothing(cls) -> CollapsePlan:
+        """A plan that keeps no change (matching still reports broken streams)."""
+        return cls({}, frozenset(), {}, {}, 0, {}, {})
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,19 @@ def _live(physical_id: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan) ->
     return live
 
 
+def _in_windows(
+    scan_id: pa.ChunkedArray, commit_ts: np.ndarray, windows: Mapping[str, tuple[int, int]]
+) -> np.ndarray:
+    inside = np.zeros(len(commit_ts), dtype=bool)
+    for scan, (lo, hi) in windows.items():
+        inside |= (
+            pc.fill_null(pc.equal(scan_id, scan), False).to_numpy(zero_copy_only=False)
+            & (commit_ts > lo)
+            & (commit_ts <= hi)
+        )
+    return inside
+
+
 def _segments(table_idx: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan) -> np.ndarray:
     """The schema version segment of each row: how many of its table's DDL finished ts lie below it."""
     segment = np.zeros(len(table_idx), dtype=np.int32)
@@ -112,7 +133,8 @@ def _segments(table_idx: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan) 
 
 
 def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
-    """The last change per (table, handle) at or below the resolved ts, above the table's checkpoint.
+    """The last change per (table, handle) in its capture's window, at or below the resolved ts, above the
+    table's checkpoint.
 
     `changes` has scan_id, region_id, key, op, value, commit_ts; all changes of a key must be in it.
     Ties at one commit ts (a row moving between partitions: DELETE from one, PUT into the other) go to
@@ -130,18 +152,20 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
     is_delete = pc.fill_null(pc.equal(op, "DELETE"), False).to_numpy()
     no_value = pc.fill_null(pc.equal(pc.binary_length(changes.column("value")), 0), True).to_numpy()
     known = np.isin(parts.physical_id, np.fromiter(plan.known_ids, dtype=np.int64, count=len(plan.known_ids)))
+    no_commit_ts = pc.is_null(commit_col).to_numpy(zero_copy_only=False)
+    in_window = _in_windows(changes.column("scan_id"), commit_ts, plan.windows)
     bad = (
         ~parts.is_record
         | ~known
         | ~(is_put | is_delete)
         | (is_put & no_value)
         | pc.is_null(keys).to_numpy(zero_copy_only=False)
-        | pc.is_null(commit_col).to_numpy(zero_copy_only=False)
-    )
+    ) & in_window | no_commit_ts
     table_idx = _lookup(parts.physical_id, plan.table_of_physical, _UNTRACKED)
     floor = _lookup(table_idx, plan.table_floor, np.iinfo(np.int64).max)
     keep = (
         ~bad
+        & in_window
         & (table_idx >= 0)
         & (commit_ts > floor)
         & (commit_ts <= plan.resolved_ts)
@@ -164,6 +188,7 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
             "is_record": parts.is_record,
             "scan_id": changes.column("scan_id"),
             "region_id": changes.column("region_id"),
+            "message": pa.nulls(n, pa.string()),
         },
         schema=COLLAPSED_ARROW,
     )
@@ -183,3 +208,13 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
         )
         last[:-1] = (owner[:-1] != owner[1:]) | ~same_handle | (owner[:-1] == BAD_ROWS)
     return picked.filter(pa.array(last))
+
+
+def match_errors(messages: Sequence[str]) -> pa.Table:
+    """The matcher's errors as collapsed rows under table_idx `MATCH_ERRORS`."""
+    n = len(messages)
+    columns = {f.name: pa.nulls(n, f.type) for f in COLLAPSED_ARROW}
+    columns["table_idx"] = pa.array([MATCH_ERRORS] * n, pa.int32())
+    columns["segment"] = pa.array([0] * n, pa.int32())
+    columns["message"] = pa.array(list(messages), pa.string())
+    return pa.table(columns, schema=COLLAPSED_ARROW)

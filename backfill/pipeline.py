@@ -7,7 +7,7 @@ match, resolve, schema, decode, collapse, merge, report. Only plans and counts r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from backfill import changes as ch
 from backfill.catalog import Catalog, TrackedTable, build_catalog, parse_ddl_jobs_jsonl, parse_tables_jsonl
 from backfill.codec import SchemaVersion, TableSchema
-from backfill.codec.keys import table_prefix
-from backfill.collapse import BAD_ROWS, CollapsePlan
+from backfill.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
 from backfill.ddl import migrate_rows
 from backfill.decode import decode_changes, decode_error
 from backfill.events import input_errors, read_events
-from backfill.plan import ChainLink, ScanProgress, choose_chain, scan_progress
+from backfill.matcher import COMMITTED
+from backfill.plan import ScanProgress, choose_chain, scan_progress
 from backfill.report import RunResult, TableOutcome
 from backfill.scans import ScanManifest, list_scans
 from backfill.sink import create_table, merge_changes, overwrite_table
@@ -111,25 +111,23 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         if not candidates:
             return RunResult(config.job.name, start, start, [], [], clock.seconds, note="nothing new")
 
-    with clock.stage("read+match"), input_errors("events"):
-        events = read_events(spark, candidates)
-        matched = ch.matched_stream_output(events).persist()
-        regions, errors = _region_summaries(matched)
-    if errors:
-        raise InputError(errors[0])
-
-    with clock.stage("resolve"):
+    with clock.stage("resolve"), input_errors("events"):
+        survey = survey_regions(spark, candidates)
+        if survey.errors:
+            raise InputError(survey.errors[0])
         schemas = {s.scan_id: load_capture_schema(spark, s, config.target.tables) for s in candidates}
         progress = {
             s.scan_id: scan_progress(
                 s,
-                regions.get(s.scan_id, {}),
+                survey.resolved.get(s.scan_id, {}),
                 {t.label: sorted(t.physical_ids()) for t in schemas[s.scan_id].catalog.tables},
             )
             for s in candidates
         }
         chain = choose_chain(start, candidates, lambda s: progress[s.scan_id].resolved_ts)
         if not chain:
+            # Nothing to apply, but a broken stream is still an error the user must hear about now.
+            _match_and_collapse(spark, candidates, survey, CollapsePlan.nothing())[0].unpersist()
             blocked = _blocked_reason(progress.values())
             return RunResult(
                 config.job.name, start, start, [], [], clock.seconds, blocked=blocked, note="nothing new"
@@ -140,15 +138,22 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
 
     tables = list(schema.catalog.tables)
     floors = {i: (table_checkpoint(spark, t, warehouse, app_id) or t.start_ts) for i, t in enumerate(tables)}
-    with clock.stage("collapse"), input_errors("events"):
-        collapsed, counts = _collapse(
-            spark, events, matched, chain, schema, tables, floors, resolved_ts, config
+    with clock.stage("match+collapse"), input_errors("events"):
+        plan = CollapsePlan(
+            table_of_physical={pid: i for i, t in enumerate(tables) for pid in t.physical_ids()},
+            known_ids=schema.known_ids,
+            live={pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()},
+            table_floor=floors,
+            resolved_ts=resolved_ts,
+            segment_bounds={i: [v.finished_ts for v in t.versions[1:]] for i, t in enumerate(tables)},
+            windows={link.scan.scan_id: (link.lo, link.hi) for link in chain},
         )
+        collapsed, counts = _match_and_collapse(spark, candidates, survey, plan)
 
     zero_dates = spark.sparkContext.accumulator(0)
     with clock.stage("decode"), _decode_errors():
         # Decode everything before the first commit: bad row bytes must leave every table unchanged.
-        decoded, decode_tasks = _decode_all(spark, tables, collapsed, counts, zero_dates)
+        decoded, decode_tasks = _decode_all(spark, warehouse, tables, collapsed, counts, zero_dates)
     scans_used = [link.scan.scan_id for link in chain]
     with clock.stage("merge"):
 
@@ -160,7 +165,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
             return outcome
 
         outcomes = _per_table_in_parallel(spark, tables, apply)
-    for frame in (*decoded.values(), collapsed, matched):
+    for frame in (*(d.rows for d in decoded.values()), collapsed):
         frame.unpersist()
     return RunResult(
         config.job.name, start, resolved_ts, scans_used, outcomes, clock.seconds,
@@ -190,24 +195,46 @@ def _run_start(spark: SparkSession, scans: Sequence[ScanManifest], config: Tidel
     return start
 
 
-def _region_summaries(matched: DataFrame) -> tuple[dict[str, dict[int, int | None]], list[str]]:
+@dataclass(frozen=True)
+class RegionSurvey:
+    """What one light pass over the captures' events says per (capture, region)."""
+
+    event_counts: Mapping[tuple[str, int], int]
+    resolved: Mapping[
+        str, Mapping[int, int | None]
+    ]  # capture -> region -> resolved ts (None: not initialized)
+    errors: Sequence[str]  # e.g. a resolved ts that goes back
+
+
+def survey_regions(spark: SparkSession, scans: Sequence[ScanManifest]) -> RegionSurvey:
+    """Event counts and resolved ts per region, from the small columns only. A region's state depends on
+    its INITIALIZED and RESOLVED events alone, so the driver replays just those through the matcher."""
     from pyspark.sql import functions as F
 
+    region_level = F.when(
+        F.col("type").isin("INITIALIZED", "RESOLVED"), F.struct("seq", "type", "resolved_ts")
+    )
     rows = (
-        matched.filter(F.col("kind").isin("region", "error"))
-        .select("kind", "scan_id", "region_id", "resolved_ts", "initialized", "message")
+        read_events(spark, scans)
+        .groupBy("scan_id", "region_id")
+        .agg(F.count(F.lit(1)).alias("events"), F.collect_list(region_level).alias("region_level"))
         .collect()
     )
-    regions: dict[str, dict[int, int | None]] = {}
+    checkpoints = {scan.scan_id: scan.checkpoint_ts for scan in scans}
+    resolved: dict[str, dict[int, int | None]] = {}
     errors = []
     for row in rows:
-        if row["kind"] == "error":
-            errors.append(row["message"])
+        scan_id, region_id = row["scan_id"], row["region_id"]
+        events = [r.asDict() for r in row["region_level"]]
+        state = ch.region_state(scan_id, checkpoints[scan_id], region_id, events) if events else None
+        if state is not None and state["kind"] == "error":
+            errors.append(state["message"])
+        elif state is not None and state["initialized"]:
+            resolved.setdefault(scan_id, {})[region_id] = state["resolved_ts"]
         else:
-            regions.setdefault(row["scan_id"], {})[row["region_id"]] = (
-                row["resolved_ts"] if row["initialized"] else None
-            )
-    return regions, sorted(errors)
+            resolved.setdefault(scan_id, {})[region_id] = None
+    counts = {(row["scan_id"], row["region_id"]): row["events"] for row in rows}
+    return RegionSurvey(counts, resolved, sorted(errors))
 
 
 def _blocked_reason(progress: Any) -> str | None:
@@ -222,53 +249,51 @@ def _blocked_reason(progress: Any) -> str | None:
     return None
 
 
-def _collapse(
+def events_by_key_range(
     spark: SparkSession,
-    events: DataFrame,
-    matched: DataFrame,
-    chain: Sequence[ChainLink],
-    schema: Any,
-    tables: Sequence[TrackedTable],
-    floors: dict[int, int],
-    resolved_ts: int,
-    config: TidelakeConfig,
-) -> tuple[DataFrame, dict[tuple[int, int, str], int]]:
+    scans: Sequence[ScanManifest],
+    event_counts: Mapping[tuple[str, int], int],
+    windows: Mapping[str, tuple[int, int]] | None = None,
+) -> DataFrame:
+    """The captures' events shuffled by key ranges cut at region boundaries and balanced by the regions'
+    `event_counts` (seed 003). COMMITTED events at or below their capture's checkpoint, or outside its
+    (lo, hi] window in `windows`, are left out before the shuffle: overlapping captures repeat many."""
     from pyspark.sql import functions as F
 
-    windows = {link.scan.scan_id: (link.lo, link.hi) for link in chain}
-    in_chain = list(windows)
-    from_streams = matched.filter((F.col("kind") == "change") & F.col("scan_id").isin(in_chain)).select(
-        *ch.CHANGE_COLUMNS
-    )
-    from_scans = ch.committed_changes(events.filter(F.col("scan_id").isin(in_chain)))
-    raw = from_streams.unionByName(from_scans).filter(ch.in_windows(windows))
-    if untracked := sorted(schema.known_ids - set().union(*(t.physical_ids() for t in tables))):
-        raw = raw.filter(~F.substring("key", 1, 9).isin([bytearray(table_prefix(pid)) for pid in untracked]))
-    counts_by_region = (
-        events.filter(F.col("scan_id").isin(in_chain)).groupBy("scan_id", "region_id").count().collect()
-    )
-    starts = {(link.scan.scan_id, r.region_id): r.start_key for link in chain for r in link.scan.regions}
-    region_counts = [(starts.get((r["scan_id"], r["region_id"]), b""), r["count"]) for r in counts_by_region]
+    read = read_events(spark, scans)
+    committed = (F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))
+    if windows is not None:
+        committed = committed & ch.in_windows(windows)
+    events = read.filter((F.col("type") != COMMITTED) | committed)
+    starts = {(scan.scan_id, r.region_id): r.start_key for scan in scans for r in scan.regions}
+    region_counts = [(starts.get(region, b""), count) for region, count in event_counts.items()]
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    plan = CollapsePlan(
-        table_of_physical={pid: i for i, t in enumerate(tables) for pid in t.physical_ids()},
-        known_ids=schema.known_ids,
-        live={pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()},
-        table_floor=floors,
-        resolved_ts=resolved_ts,
-        segment_bounds={i: [v.finished_ts for v in t.versions[1:]] for i, t in enumerate(tables)},
+    ranges = ch.KeyRanges(
+        tuple(ch.key_range_splits(region_counts, partitions)), tuple(ch.partition_tags(spark, partitions))
     )
-    splits = ch.key_range_splits(region_counts, partitions)
-    collapsed = ch.collapse(raw, plan, splits, ch.partition_tags(spark, partitions)).persist()
+    spans = {(scan.scan_id, r.region_id): (r.start_key, r.end_key) for scan in scans for r in scan.regions}
+    return ch.by_key_range(events, ranges, spans)
+
+
+def _match_and_collapse(
+    spark: SparkSession, scans: Sequence[ScanManifest], survey: RegionSurvey, plan: CollapsePlan
+) -> tuple[DataFrame, dict[tuple[int, int, str], int]]:
+    """Collapsed changes (persisted) and their counts per (table, segment, op); raises on bad input."""
+    from pyspark.sql import functions as F
+
+    events = events_by_key_range(spark, scans, survey.event_counts, plan.windows)
+    collapsed = ch.match_and_collapse(events, plan).persist()
     counts = {
         (r["table_idx"], r["segment"], r["op"]): r["count"]
         for r in collapsed.groupBy("table_idx", "segment", "op").count().collect()
     }
-    if any(index == BAD_ROWS for index, _, _ in counts):
+    failed = [index for index, _, _ in counts if index in (MATCH_ERRORS, BAD_ROWS)]
+    if failed:
+        rows = collapsed.filter(F.col("table_idx") == min(failed)).limit(1).collect()
         collapsed.unpersist()
-        raise _bad_row_error(
-            collapsed.filter(F.col("table_idx") == BAD_ROWS).limit(1).collect()[0], schema.known_ids
-        )
+        if min(failed) == MATCH_ERRORS:
+            raise InputError(rows[0]["message"])
+        raise _bad_row_error(rows[0], plan.known_ids)
     return collapsed, counts
 
 
@@ -287,15 +312,28 @@ def _bad_row_error(row: Any, known_ids: frozenset[int]) -> InputError:
     )
 
 
+@dataclass(frozen=True)
+class DecodedRows:
+    """One (table, segment)'s decoded changes, persisted; `puts_only` when its DELETEs were left out."""
+
+    rows: DataFrame
+    puts_only: bool
+
+
 def _decode_all(
     spark: SparkSession,
+    warehouse: str,
     tables: Sequence[TrackedTable],
     collapsed: DataFrame,
     counts: dict[tuple[int, int, str], int],
     zero_dates: Any,
-) -> tuple[dict[tuple[int, int], DataFrame], dict[int, int]]:
+) -> tuple[dict[tuple[int, int], DecodedRows], dict[int, int]]:
     """Decoded rows per (table, segment), materialized so decode errors surface before any commit; and per
-    table the number of tasks that decoded its rows (key-range parallelism at work)."""
+    table the number of tasks that decoded its rows (key-range parallelism at work).
+
+    A table's first segment going into a table with no rows yet is appended, so its DELETEs (rows
+    inserted and deleted again) are not decoded at all.
+    """
     from pyspark.sql import functions as F
 
     from backfill.decode import TaskSet
@@ -309,17 +347,25 @@ def _decode_all(
             ):
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
-            decoded[(index, seg)] = decode_changes(
-                rows, version.schema, zero_dates, tasks, tag=index
-            ).persist()
+            puts_only = seg == 0 and bool(counts.get((index, seg, "PUT")))
+            puts_only = puts_only and _has_no_rows(spark, warehouse, version.schema)
+            if puts_only:
+                rows = rows.filter(F.col("op") == "PUT")
+            frame = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
+            decoded[(index, seg)] = DecodedRows(frame, puts_only)
     # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
     with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
-        for _ in pool.map(lambda frame: frame.count(), decoded.values()):
+        for _ in pool.map(lambda d: d.rows.count(), decoded.values()):
             pass
     per_table: dict[int, set[int]] = {}
     for index, partition in tasks.value:
         per_table.setdefault(index, set()).add(partition)
     return decoded, {index: len(parts) for index, parts in per_table.items()}
+
+
+def _has_no_rows(spark: SparkSession, warehouse: str, schema: TableSchema) -> bool:
+    path = table_path(warehouse, schema)
+    return not delta.is_delta_table(spark, path) or delta.file_count(spark, path) == 0
 
 
 def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:
@@ -375,7 +421,7 @@ def _apply_table(
     config: TidelakeConfig,
     table: TrackedTable,
     index: int,
-    decoded: dict[tuple[int, int], DataFrame],
+    decoded: dict[tuple[int, int], DecodedRows],
     counts: dict[tuple[int, int, str], int],
     floor: int,
     resolved_ts: int,
@@ -400,9 +446,16 @@ def _apply_table(
             merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
             metadata = _metadata(floor, merge_version, resolved_ts, scans, upserts, deletes, "merge")
             if (index, seg) in decoded:
-                rows = decoded[(index, seg)]
+                segment = decoded[(index, seg)]
                 if merge_changes(
-                    spark, path, schema, rows, app_id=app_id, txn_version=merge_version, metadata=metadata
+                    spark,
+                    path,
+                    schema,
+                    segment.rows,
+                    app_id=app_id,
+                    txn_version=merge_version,
+                    metadata=metadata,
+                    puts_only=segment.puts_only,
                 ):
                     outcome.upserted += upserts
                     outcome.deleted += deletes

@@ -54,8 +54,12 @@ def merge_changes(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
+    puts_only: bool = False,
 ) -> bool:
-    """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the primary key."""
+    """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the primary key.
+
+    `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
+    """
     keys = schema.output_names[:1] if schema.pk_kind == "rowid" else schema.pk_columns
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
     columns = {quote(name): f"s.{quote(name)}" for name in (*schema.output_names, COMMIT_TS)}
@@ -70,7 +74,10 @@ def merge_changes(
             .whenNotMatchedInsert(condition=f"s.{quote(OP)} = 'PUT'", values=columns)
         )
 
-    if _is_empty(spark, path):
+    empty = _is_empty(spark, path)
+    if puts_only and not empty:
+        raise RuntimeError(f"{path}: rows appeared while this run decoded its changes; run again")
+    if empty:
         # First load: nothing to match against, so the PUTs are appended in one tagged commit (a MERGE
         # would join against nothing and cost several times as much) and the DELETEs have nothing to remove.
         rows = changes.filter(f"{quote(OP)} = 'PUT'").select(

@@ -131,15 +131,13 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
 
     from backfill import changes as ch
     from backfill.decode import decode_changes
-    from backfill.events import read_events
-    from backfill.pipeline import load_capture_schema, table_path
+    from backfill.pipeline import events_by_key_range, load_capture_schema, survey_regions, table_path
     from backfill.scans import list_scans
     from backfill.sink import create_table, merge_changes
 
     scans = list_scans(spark, config.source.path)
-    events = read_events(spark, scans)
-    matched = ch.matched_stream_output(events).filter(F.col("kind") == "change").select(*ch.CHANGE_COLUMNS)
-    log = ch.with_record_key_parts(matched.unionByName(ch.committed_changes(events)))
+    counts = survey_regions(spark, scans).event_counts
+    log = ch.with_record_key_parts(ch.matched_changes(events_by_key_range(spark, scans, counts)))
     log = log.withColumn("n", F.row_number().over(Window.orderBy("commit_ts", "key")))
     log = log.withColumn("batch", ((F.col("n") - 1) / batch).cast("int")).persist()
     batches = log.agg(F.max("batch")).first()[0] + 1  # the change log is the input of (b): not timed

@@ -101,6 +101,9 @@ def build_session(app_name: str, config: SparkConfig) -> SparkSession:
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+        # The backfill caches its collapsed and decoded changes once and reads them once or twice: building
+        # compressed column batches costs more CPU than the memory it saves (MEMORY_AND_DISK spills anyway).
+        "spark.sql.inMemoryColumnarStorage.compressed": "false",
         # Delta's own telemetry and the Derby metastore are of no use to a batch job.
         "spark.sql.catalogImplementation": "in-memory",
         **config.conf,

@@ -50,6 +50,7 @@ def _be_u64(mat: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- keys
 
+
 def _int_handles(schema: TableSchema, keys: Binary) -> tuple[np.ndarray, np.ndarray]:
     """(ok mask, int64 handle) for rows whose key is a record key of this table with an int handle."""
     n = len(keys.starts)
@@ -85,6 +86,7 @@ def _common_handles(schema: TableSchema, keys: pa.Array) -> tuple[np.ndarray, np
 # Each kernel takes the value cells of one column (s, e: absolute byte ranges; form: FORM_INT where a v1
 # int datum was decoded into ``s`` already, or None) and returns (Arrow array, mask of zero dates or None).
 
+
 class _Bad(Exception):
     """Some cells failed a fast-path check: their rows go through the per-row decoder."""
 
@@ -115,8 +117,9 @@ def _compact_int(values: Binary, s: np.ndarray, e: np.ndarray, signed: bool) -> 
     return ((u << shift).view(np.int64) >> shift.view(np.int64)).view(np.uint64)
 
 
-def _patterns(values: Binary, s: np.ndarray, e: np.ndarray, form: np.ndarray | None,
-              signed: bool) -> np.ndarray:
+def _patterns(
+    values: Binary, s: np.ndarray, e: np.ndarray, form: np.ndarray | None, signed: bool
+) -> np.ndarray:
     """64-bit patterns of int-stored cells, v2 (compact) and v1 (already decoded) alike."""
     if form is None:
         return _compact_int(values, s, e, signed)
@@ -196,8 +199,9 @@ def _gather_strings(data: np.ndarray, s: np.ndarray, lens: np.ndarray, typ: pa.D
     return out.view((pa.large_string() if binary == pa.large_binary() else pa.string()) if text else binary)
 
 
-def _gather_strings_copy(data: np.ndarray, s: np.ndarray, lens: np.ndarray, text: bool,
-                         large: bool) -> pa.Array:
+def _gather_strings_copy(
+    data: np.ndarray, s: np.ndarray, lens: np.ndarray, text: bool, large: bool
+) -> pa.Array:
     offsets = np.zeros(len(s) + 1, np.int64)
     np.cumsum(lens, out=offsets[1:])
     total = int(offsets[-1])
@@ -245,8 +249,12 @@ def _decimal128_from_int(lo: np.ndarray, hi: np.ndarray, typ: pa.DataType) -> pa
 
 def _decimal_groups(prec: int, frac: int) -> list[int]:
     intg = prec - frac
-    return ([intg % 9] if intg % 9 else []) + [9] * (intg // 9) + [9] * (frac // 9) + \
-        ([frac % 9] if frac % 9 else [])
+    return (
+        ([intg % 9] if intg % 9 else [])
+        + [9] * (intg // 9)
+        + [9] * (frac // 9)
+        + ([frac % 9] if frac % 9 else [])
+    )
 
 
 _M32 = np.uint64(0xFFFFFFFF)
@@ -325,7 +333,9 @@ def _digits(word: np.ndarray, count: int) -> np.ndarray:
 _POW10 = 10 ** np.arange(10, dtype=np.int64)
 
 
-def _decimal_text(prec: int, frac: int, words: list[tuple[int, np.ndarray]], negative: np.ndarray) -> pa.Array:
+def _decimal_text(
+    prec: int, frac: int, words: list[tuple[int, np.ndarray]], negative: np.ndarray
+) -> pa.Array:
     """``format(Decimal, "f")`` of the exact values: no leading zeros, ``0.xx`` below one, ``-`` if not 0."""
     n = len(negative)
     intg = prec - frac
@@ -447,8 +457,9 @@ def _int_column(col: ColumnSchema, u: np.ndarray) -> tuple[pa.Array, np.ndarray 
     raise AssertionError(kind)
 
 
-_INT_KINDS = frozenset({K.INT, K.YEAR, K.UINT, K.UINT64, K.DATE, K.DATETIME, K.TIMESTAMP, K.ENUM, K.SET, K.BIT,
-                        K.TIME})
+_INT_KINDS = frozenset(
+    {K.INT, K.YEAR, K.UINT, K.UINT64, K.DATE, K.DATETIME, K.TIMESTAMP, K.ENUM, K.SET, K.BIT, K.TIME}
+)
 _SIGNED_KINDS = frozenset({K.INT, K.YEAR, K.TIME})
 
 
@@ -485,8 +496,11 @@ def _json_shapes(src: Binary, starts: np.ndarray, lens: np.ndarray) -> list[np.n
             rows = np.flatnonzero(kinds & (count == k))
             body = starts[rows] + 9
             # objects: key entries (offset, length) and the members' type bytes; arrays: the type bytes
-            sig = src.gather(body, 11 * k)[:, np.r_[0 : 6 * k, 6 * k : 11 * k : 5]] if c == 0x01 else \
-                src.gather(body, 5 * k)[:, ::5]
+            sig = (
+                src.gather(body, 11 * k)[:, np.r_[0 : 6 * k, 6 * k : 11 * k : 5]]
+                if c == 0x01
+                else src.gather(body, 5 * k)[:, ::5]
+            )
             if not (sig == sig[0]).all():
                 key[rows] ^= _row_hash(sig)
     if (key == key[0]).all():
@@ -525,8 +539,9 @@ def _json(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> tu
     return texts, None
 
 
-def _json_groups(src: Binary, starts: np.ndarray, lens: np.ndarray,
-                 cells: pa.Array | None) -> tuple[pa.Array, np.ndarray]:
+def _json_groups(
+    src: Binary, starts: np.ndarray, lens: np.ndarray, cells: pa.Array | None
+) -> tuple[pa.Array, np.ndarray]:
     """Texts (and a bad mask) of the JSON cells ``src[starts:starts+lens]`` (``cells``: the same as an
     Arrow binary array, if there is one)."""
     pieces: list[tuple[np.ndarray, pa.Array]] = []
@@ -571,8 +586,9 @@ def _cells(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> t
     return pa.array(decoded, type=col.arrow_type).take(encoded.indices), np.isin(indices, zero_codes)
 
 
-def _decode_column(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray,
-                   form: np.ndarray | None = None) -> tuple[pa.Array, np.ndarray | None]:
+def _decode_column(
+    col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray, form: np.ndarray | None = None
+) -> tuple[pa.Array, np.ndarray | None]:
     kind = col.kind
     if not len(s):
         return pa.array([], col.arrow_type), None
@@ -591,6 +607,7 @@ def _decode_column(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarr
 
 # ---------------------------------------------------------------- batch
 
+
 class _FillError:
     """A column's fill value cannot be computed: rows that need it go to the per-row path (it raises)."""
 
@@ -607,8 +624,9 @@ class _Plan:
         self.handle_id = schema.handle_column.id if schema.handle_column is not None else None
         self.common_ids = {c.id for c, _ in schema.common_handle}
         self._fills: dict[int, Any] = {}
-        self.fill_slots = np.array([c.id != self.handle_id and c.id not in self.common_ids
-                                    for c in schema.columns] + [False])  # (+ the parser's spare column)
+        self.fill_slots = np.array(
+            [c.id != self.handle_id and c.id not in self.common_ids for c in schema.columns] + [False]
+        )  # (+ the parser's spare column)
         self.key_parser = KeyParser(schema) if schema.pk_kind == "common" else None
         self.key_index = {c.id: k for k, (c, _) in enumerate(schema.common_handle)}
 
@@ -654,7 +672,9 @@ def _common_handle_column(schema: TableSchema, col: ColumnSchema, handles: np.nd
     return pa.array(out, type=col.arrow_type)
 
 
-def _key_column(col: ColumnSchema, kc: KeyCells, k: int, rows: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
+def _key_column(
+    col: ColumnSchema, kc: KeyCells, k: int, rows: np.ndarray
+) -> tuple[pa.Array, np.ndarray | None]:
     """PK column ``col`` (datum ``k`` of the key) for ``rows``, from the parsed keys."""
     if not len(rows):
         return pa.array([], col.arrow_type), None
@@ -681,8 +701,17 @@ def _attempt(rows: np.ndarray, ok: np.ndarray, fn: Callable[[np.ndarray], Any]) 
             rows = rows[~bad.mask]
 
 
-def _column(schema: TableSchema, plan: _Plan, slot: int, col: ColumnSchema, cells: Cells, values: Binary,
-            handles: np.ndarray, kc: KeyCells | None, zero: np.ndarray) -> pa.Array:
+def _column(
+    schema: TableSchema,
+    plan: _Plan,
+    slot: int,
+    col: ColumnSchema,
+    cells: Cells,
+    values: Binary,
+    handles: np.ndarray,
+    kc: KeyCells | None,
+    zero: np.ndarray,
+) -> pa.Array:
     n = len(cells.ok)
     state = cells.state[slot]
     ok = cells.ok
@@ -690,6 +719,7 @@ def _column(schema: TableSchema, plan: _Plan, slot: int, col: ColumnSchema, cell
     fill_piece: tuple[np.ndarray, pa.Array] | None = None
     present = np.flatnonzero((state == VALUE) & ok)
     if len(present):
+
         def decode(rows: np.ndarray) -> tuple[pa.Array, np.ndarray | None]:
             return _decode_column(col, values, *cells.values_of(slot, rows))
 
@@ -725,8 +755,12 @@ def _column(schema: TableSchema, plan: _Plan, slot: int, col: ColumnSchema, cell
     return _assemble(n, pieces, col.arrow_type, fill_piece)
 
 
-def _assemble(n: int, pieces: list[tuple[np.ndarray, pa.Array]], typ: pa.DataType,
-              fill: tuple[np.ndarray, pa.Array] | None = None) -> pa.Array:
+def _assemble(
+    n: int,
+    pieces: list[tuple[np.ndarray, pa.Array]],
+    typ: pa.DataType,
+    fill: tuple[np.ndarray, pa.Array] | None = None,
+) -> pa.Array:
     """A column of ``n`` rows: each piece's rows from its array, ``fill``'s rows from its one-element
     array, NULL elsewhere."""
     if fill is not None:
@@ -745,8 +779,15 @@ def _assemble(n: int, pieces: list[tuple[np.ndarray, pa.Array]], typ: pa.DataTyp
     return source.take(pa.array(idx, mask=missing))
 
 
-def _rowwise(schema: TableSchema, keys: pa.Array, values: pa.Array, rows: np.ndarray, stats: DecodeStats,
-             tz: dt.tzinfo | None, first: int = 0) -> pa.RecordBatch:
+def _rowwise(
+    schema: TableSchema,
+    keys: pa.Array,
+    values: pa.Array,
+    rows: np.ndarray,
+    stats: DecodeStats,
+    tz: dt.tzinfo | None,
+    first: int = 0,
+) -> pa.RecordBatch:
     out = []
     for i in rows.tolist():
         k, v = keys[i].as_py(), values[i].as_py()
@@ -756,8 +797,13 @@ def _rowwise(schema: TableSchema, keys: pa.Array, values: pa.Array, rows: np.nda
     return pa.RecordBatch.from_pylist(out, schema=schema.arrow_schema)
 
 
-def decode_batch_rowwise(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeStats | None = None,
-                         tz: dt.tzinfo | None = None) -> pa.RecordBatch:
+def decode_batch_rowwise(
+    schema: TableSchema,
+    batch: pa.RecordBatch,
+    *,
+    stats: DecodeStats | None = None,
+    tz: dt.tzinfo | None = None,
+) -> pa.RecordBatch:
     """The per-row reference path of :func:`decode_batch` (same result, no vectorisation)."""
     local = DecodeStats()
     rows = np.arange(batch.num_rows)
@@ -769,12 +815,18 @@ def decode_batch_rowwise(schema: TableSchema, batch: pa.RecordBatch, *, stats: D
 
 
 def _empty(schema: TableSchema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema.arrow_schema],
-                                      schema=schema.arrow_schema)
+    return pa.RecordBatch.from_arrays(
+        [pa.array([], f.type) for f in schema.arrow_schema], schema=schema.arrow_schema
+    )
 
 
-def decode_batch(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeStats | None = None,
-                 tz: dt.tzinfo | None = None) -> pa.RecordBatch:
+def decode_batch(
+    schema: TableSchema,
+    batch: pa.RecordBatch,
+    *,
+    stats: DecodeStats | None = None,
+    tz: dt.tzinfo | None = None,
+) -> pa.RecordBatch:
     """Decode ``batch`` (binary columns ``key`` and ``value``; others ignored) into ``schema.arrow_schema``.
 
     Rows keep their order. Zero dates turned into NULL are counted: the result's schema metadata carries
@@ -790,8 +842,10 @@ def decode_batch(schema: TableSchema, batch: pa.RecordBatch, *, stats: DecodeSta
         out = _decode_chunk(schema, batch.select(["key", "value"]), local, tz, 0)
     else:  # wide tables: the cell matrices stay bounded
         local = DecodeStats()
-        parts = [_decode_chunk(schema, batch.select(["key", "value"]).slice(i, step), local, tz, i)
-                 for i in range(0, n, step)]
+        parts = [
+            _decode_chunk(schema, batch.select(["key", "value"]).slice(i, step), local, tz, i)
+            for i in range(0, n, step)
+        ]
         out = pa.Table.from_batches(parts, schema=schema.arrow_schema).combine_chunks().to_batches()[0]
     if stats is not None:
         stats.add(local)
@@ -802,8 +856,9 @@ _CELL_BUDGET = 8_000_000  # (rows x columns) cells parsed at once
 _MIN_CHUNK_ROWS = 1024
 
 
-def _decode_chunk(schema: TableSchema, batch: pa.RecordBatch, local: DecodeStats, tz: dt.tzinfo | None,
-                  first: int) -> pa.RecordBatch:
+def _decode_chunk(
+    schema: TableSchema, batch: pa.RecordBatch, local: DecodeStats, tz: dt.tzinfo | None, first: int
+) -> pa.RecordBatch:
     """decode_batch of rows ``first ..`` of a batch (stats added to ``local``)."""
     n = batch.num_rows
     keys_arr, values_arr = batch.column("key"), batch.column("value")
@@ -846,18 +901,24 @@ def _decode_chunk(schema: TableSchema, batch: pa.RecordBatch, local: DecodeStats
 
 # ---------------------------------------------------------------- keys only (DELETE rows)
 
+
 def _key_row(schema: TableSchema, key: bytes | None) -> dict[str, Any]:
     """Primary-key values of one record key (the reference for :func:`decode_keys`)."""
     if key is None:
         raise CodecError("null record key", table_id=schema.table_id)
     record = decode_record_key(key)
     if record.table_id not in schema.physical_ids:
-        raise CodecError(f"key belongs to table {record.table_id}, not to {schema.name!r} "
-                         f"(physical ids {list(schema.physical_ids)})", table_id=record.table_id,
-                         handle=record.handle)
+        raise CodecError(
+            f"key belongs to table {record.table_id}, not to {schema.name!r} "
+            f"(physical ids {list(schema.physical_ids)})",
+            table_id=record.table_id,
+            handle=record.handle,
+        )
     if schema.pk_kind == "rowid":
         if not isinstance(record.handle, int):
-            raise CodecError("rowid table needs an int handle", table_id=record.table_id, handle=record.handle)
+            raise CodecError(
+                "rowid table needs an int handle", table_id=record.table_id, handle=record.handle
+            )
         return {ROWID_NAME: record.handle}
     stored = handle_stored(schema, record.handle, record.table_id)
     out = {}

@@ -73,11 +73,15 @@ class Binary:
     def of(cls, arr: pa.Array | pa.ChunkedArray) -> Binary:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
-        if pa.types.is_binary_view(arr.type) or pa.types.is_string_view(arr.type) \
-                or pa.types.is_fixed_size_binary(arr.type):
+        if (
+            pa.types.is_binary_view(arr.type)
+            or pa.types.is_string_view(arr.type)
+            or pa.types.is_fixed_size_binary(arr.type)
+        ):
             arr = arr.cast(pa.large_binary())
-        width = np.int64 if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type) \
-            else np.int32
+        width = (
+            np.int64 if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type) else np.int32
+        )
         bufs = arr.buffers()
         offsets = np.frombuffer(bufs[1], dtype=width)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
         data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
@@ -144,7 +148,9 @@ class Binary:
     def le_words(self, pos: np.ndarray, count: int, size: int) -> np.ndarray:
         """``count`` little-endian unsigned words of ``size`` (1, 2, 4) bytes from each position: int64."""
         if count == 1:
-            return self._words({1: "<u1", 2: "<u2", 4: "<u4"}[size])[self._clip(pos)][:, None].astype(np.int64)
+            return self._words({1: "<u1", 2: "<u2", 4: "<u4"}[size])[self._clip(pos)][:, None].astype(
+                np.int64
+            )
         mat = self.gather(pos, count * size)
         return np.ascontiguousarray(mat).view({1: "<u1", 2: "<u2", 4: "<u4"}[size]).astype(np.int64)
 
@@ -257,12 +263,16 @@ class Cells:
         n = len(ok)
         pos = np.int32 if data_len < 2**31 - 1 - _PAD else np.int64
         shape = (n, n_cols + 1)
-        return cls(ok=ok, state=np.zeros(shape, np.int8), start=np.zeros(shape, pos), end=np.zeros(shape, pos))
+        return cls(
+            ok=ok, state=np.zeros(shape, np.int8), start=np.zeros(shape, pos), end=np.zeros(shape, pos)
+        )
 
     def by_column(self) -> Cells:
         """The same cells column-major ((slot, row): what decoding reads, one column at a time)."""
+
         def t(a: np.ndarray | None) -> np.ndarray | None:
             return None if a is None else np.ascontiguousarray(a.T)
+
         return Cells(self.ok, t(self.state), t(self.start), t(self.end), t(self.form), t(self.ival))
 
     def values_of(self, slot: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -330,19 +340,40 @@ class RowParser:
         fits = header <= lengths
         cells.ok[rows[~fits]] = False
         rows, starts, lengths, n_nn, total, header = (
-            a[fits] for a in (rows, starts, lengths, n_nn, total, header))
+            a[fits] for a in (rows, starts, lengths, n_nn, total, header)
+        )
         # rows carrying many more ids than the schema has columns get a matrix of their own
         wide = total > self.n_cols + _WIDE_ROW_SLACK
         if wide.any() and not wide.all():
             for sel in (~wide, wide):
-                self._v2_matrix(values, rows[sel], starts[sel], lengths[sel], n_nn[sel], total[sel],
-                                header[sel], id_size, off_size, cells)
+                self._v2_matrix(
+                    values,
+                    rows[sel],
+                    starts[sel],
+                    lengths[sel],
+                    n_nn[sel],
+                    total[sel],
+                    header[sel],
+                    id_size,
+                    off_size,
+                    cells,
+                )
         elif len(rows):
             self._v2_matrix(values, rows, starts, lengths, n_nn, total, header, id_size, off_size, cells)
 
-    def _v2_matrix(self, values: Binary, rows: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
-                   n_nn: np.ndarray, total: np.ndarray, header: np.ndarray, id_size: int, off_size: int,
-                   cells: Cells) -> None:
+    def _v2_matrix(
+        self,
+        values: Binary,
+        rows: np.ndarray,
+        starts: np.ndarray,
+        lengths: np.ndarray,
+        n_nn: np.ndarray,
+        total: np.ndarray,
+        header: np.ndarray,
+        id_size: int,
+        off_size: int,
+        cells: Cells,
+    ) -> None:
         """Rows of one id width, as (rows, ids) matrices. Cells of ids the schema lacks, and the padding
         past each row's ids, are written to the spare last column of ``cells`` instead of being masked
         out (fewer passes over the matrices)."""
@@ -460,8 +491,9 @@ class RowParser:
         cells.ok[rows[bad]] = False
 
     @staticmethod
-    def _v1_datum(values: Binary, flag: np.ndarray, cs: np.ndarray, lim: np.ndarray,
-                  ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _v1_datum(
+        values: Binary, flag: np.ndarray, cs: np.ndarray, lim: np.ndarray, ok: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """End of each value datum whose payload starts at ``cs``, its int pattern (uint64: int datums;
         string length for compact bytes) and the updated ok mask."""
         m = len(cs)
@@ -519,8 +551,19 @@ def _json_end(values: Binary, cs: np.ndarray, lim: np.ndarray) -> tuple[np.ndarr
         size[container] = values.le_words(raw[container] + 4, 1, 4).ravel()
         ok[np.flatnonzero(container)[raw[container] + 8 > lim[container]]] = False
     size[code == jsonbin.LITERAL] = 1
-    size[np.isin(code, (jsonbin.INT64, jsonbin.UINT64, jsonbin.FLOAT64, jsonbin.DATE, jsonbin.DATETIME,
-                        jsonbin.TIMESTAMP))] = 8
+    size[
+        np.isin(
+            code,
+            (
+                jsonbin.INT64,
+                jsonbin.UINT64,
+                jsonbin.FLOAT64,
+                jsonbin.DATE,
+                jsonbin.DATETIME,
+                jsonbin.TIMESTAMP,
+            ),
+        )
+    ] = 8
     size[code == jsonbin.DURATION] = 12
     for c, skip in ((jsonbin.STRING, 0), (jsonbin.OPAQUE, 1)):
         sel = code == c

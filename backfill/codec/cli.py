@@ -90,17 +90,24 @@ def decode_command(table_info_path: str, key_hex: str, value_hex: str, as_json: 
         print(f"decode: {e}", file=sys.stderr)
         return 2
     if as_json:
-        doc = {"table_id": rk.table_id, "table": schema.name, "schema": schema.schema_name,
-               "handle": [json_value(h) for h in rk.handle] if isinstance(rk.handle, tuple) else rk.handle,
-               "row_format": version, "zero_dates": stats.zero_dates,
-               "row": {k: json_value(v) for k, v in row.items()}}
+        doc = {
+            "table_id": rk.table_id,
+            "table": schema.name,
+            "schema": schema.schema_name,
+            "handle": [json_value(h) for h in rk.handle] if isinstance(rk.handle, tuple) else rk.handle,
+            "row_format": version,
+            "zero_dates": stats.zero_dates,
+            "row": {k: json_value(v) for k, v in row.items()},
+        }
         print(json.dumps(doc, ensure_ascii=False))
         return 0
     from rich.console import Console
     from rich.table import Table
 
-    title = f"{schema.schema_name + '.' if schema.schema_name else ''}{schema.name} " \
-            f"(physical id {rk.table_id}, handle {rk.handle!r}, row format v{version})"
+    title = (
+        f"{schema.schema_name + '.' if schema.schema_name else ''}{schema.name} "
+        f"(physical id {rk.table_id}, handle {rk.handle!r}, row format v{version})"
+    )
     table = Table(title=title)
     table.add_column("column")
     table.add_column("delta type")

@@ -28,15 +28,23 @@ class CodecError(ValueError):
         super().__init__(self._message())
 
     def _message(self) -> str:
-        where = [f"table {self.table_id if self.table_id is not None else '?'}",
-                 f"handle {self.handle!r}" if self.handle is not None else "handle ?",
-                 f"offset {self.offset if self.offset is not None else '?'}"]
+        where = [
+            f"table {self.table_id if self.table_id is not None else '?'}",
+            f"handle {self.handle!r}" if self.handle is not None else "handle ?",
+            f"offset {self.offset if self.offset is not None else '?'}",
+        ]
         if self.column is not None:
             where.append(f"column {self.column!r}")
         return f"{self.reason} ({', '.join(where)})"
 
-    def at(self, *, table_id: int | None = None, handle: object = None,
-           offset: int | None = None, column: str | None = None) -> CodecError:
+    def at(
+        self,
+        *,
+        table_id: int | None = None,
+        handle: object = None,
+        offset: int | None = None,
+        column: str | None = None,
+    ) -> CodecError:
         """Return a copy with the missing location fields filled (inner decoders know less than callers)."""
         return CodecError(
             self.reason,

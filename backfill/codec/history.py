@@ -98,12 +98,14 @@ class SchemaHistory:
             new, applies, names = self._apply(current, names, job)
             if applies:
                 current = new
-                versions.append(SchemaVersion(job_finished_ts(job), new, int(job.get("id", 0)),
-                                              int(job.get("type", 0))))
+                versions.append(
+                    SchemaVersion(job_finished_ts(job), new, int(job.get("id", 0)), int(job.get("type", 0)))
+                )
         return versions
 
-    def _apply(self, current: TableSchema | None, names: tuple[str | None, str | None],
-               job: Mapping[str, Any]) -> tuple[TableSchema | None, bool, tuple[str | None, str | None]]:
+    def _apply(
+        self, current: TableSchema | None, names: tuple[str | None, str | None], job: Mapping[str, Any]
+    ) -> tuple[TableSchema | None, bool, tuple[str | None, str | None]]:
         jtype = int(job.get("type", 0))
         binlog = job.get("binlog") or {}
         infos = [i for i in [binlog.get("TableInfo"), *(binlog.get("MultipleTableInfos") or ())] if i]
@@ -112,12 +114,14 @@ class SchemaHistory:
             if jtype in (CREATE_TABLE, CREATE_TABLES, RECOVER_TABLE_TYPES[0], RECOVER_TABLE_TYPES[1]):
                 for info in infos:
                     if _cistr(info.get("name")) == names[1] and (
-                            names[0] is None or job.get("schema_name") in (None, names[0])):
+                        names[0] is None or job.get("schema_name") in (None, names[0])
+                    ):
                         return TableSchema.from_table_info(info, schema_name=schema_name), True, names
             return None, False, names
         ids = {current.table_id, *current.physical_ids}
-        touches = int(job.get("table_id", -1)) in ids or any(int(i.get("id", -1)) == current.table_id
-                                                              for i in infos)
+        touches = int(job.get("table_id", -1)) in ids or any(
+            int(i.get("id", -1)) == current.table_id for i in infos
+        )
         if jtype == DROP_SCHEMA:
             touches = job.get("schema_name") == names[0] and names[0] is not None
             return (None, True, names) if touches else (current, False, names)
@@ -140,8 +144,11 @@ class SchemaHistory:
             if match is None and len(infos) == 1 and int(job.get("table_id", -1)) in ids:
                 match = infos[0]
         if match is None:
-            raise CodecError(f"DDL job {job.get('id')} (type {jtype}) on table {current.table_id} "
-                             "carries no TableInfo for it", table_id=current.table_id)
+            raise CodecError(
+                f"DDL job {job.get('id')} (type {jtype}) on table {current.table_id} "
+                "carries no TableInfo for it",
+                table_id=current.table_id,
+            )
         new = TableSchema.from_table_info(match, schema_name=schema_name)
         return new, True, (schema_name, new.name)
 
@@ -180,4 +187,3 @@ class SchemaHistory:
 
     def all_physical_ids(self) -> frozenset[int]:
         return frozenset(p for v in self.versions if v.schema for p in v.schema.physical_ids)
-

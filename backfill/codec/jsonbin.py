@@ -35,6 +35,7 @@ _F64 = struct.Struct("<d")
 
 # ---------------------------------------------------------------- encode (Python value -> binary)
 
+
 def from_text(text: str) -> tuple[int, bytes]:
     """Parse JSON text as TiDB does (ints as int64, then uint64, else float) into (type code, bytes)."""
     try:
@@ -132,6 +133,7 @@ def _append_container(buf: bytearray, keys: list[bytes] | None, values: list, de
 
 
 # ---------------------------------------------------------------- decode (binary -> canonical text)
+
 
 def binary_size(code: int, buf: bytes, pos: int) -> int:
     """Length of a binary JSON value starting at ``pos`` (v1 rows carry no length: PeekBytesAsJSON)."""
@@ -332,8 +334,17 @@ def _object_keys(buf: bytes, pos: int, end: int, key_fields: tuple[int, ...]) ->
     return texts
 
 
-_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t",
-            ord("\b"): "\\b", ord("\f"): "\\f", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_ESCAPES = {
+    ord("\\"): "\\\\",
+    ord('"'): '\\"',
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    ord("\b"): "\\b",
+    ord("\f"): "\\f",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
 for _c in range(0x20):
     _ESCAPES.setdefault(_c, f"\\u{_c:04x}")
 

@@ -161,8 +161,9 @@ def _strings(data: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[pa.Arr
     body = data[idx]
     plain_bytes = np.concatenate([[0], np.cumsum(~_PLAIN[body])])
     needs_care = (plain_bytes[offsets[1:]] - plain_bytes[offsets[:-1]]) > 0
-    arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                 pa.py_buffer(body)])
+    arr = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(body)]
+    )
     try:
         arr.validate(full=True)  # UTF-8; invalid strings are printed with \ufffd escapes by jsonbin
     except pa.ArrowInvalid:
@@ -238,8 +239,9 @@ def _containers_of_count(
             child_pos = entry + 1 if t == jsonbin.LITERAL else g_pos + _u32(data, entry + 1)
             child_end = entry + 2 if t == jsonbin.LITERAL else g_end
             live = np.flatnonzero(~g_bad)  # rows already known bad are not followed any deeper
-            arr, child_bad = texts(data, np.full(len(live), t, np.int64), child_pos[live], child_end[live],
-                                   depth + 1)
+            arr, child_bad = texts(
+                data, np.full(len(live), t, np.int64), child_pos[live], child_end[live], depth + 1
+            )
             g_bad[live[child_bad]] = True
             if len(live) < len(group):
                 dead = np.setdiff1d(np.arange(len(group)), live)
@@ -248,8 +250,10 @@ def _containers_of_count(
         parts.append(pa.scalar(close))
         bad[group] = g_bad
         pieces.append((group, pc.binary_join_element_wise(*parts, _EMPTY)))
-    dead = np.flatnonzero(bad & ~np.isin(np.arange(n), np.concatenate([g for g, _ in pieces]) if pieces
-                                         else np.zeros(0, np.int64)))
+    dead = np.flatnonzero(
+        bad
+        & ~np.isin(np.arange(n), np.concatenate([g for g, _ in pieces]) if pieces else np.zeros(0, np.int64))
+    )
     if len(dead):
         pieces.append((dead, pa.array([""] * len(dead), pa.string())))
     return _assemble(pieces), bad
@@ -262,8 +266,15 @@ def _key_fields(signature: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return offs, lens
 
 
-def _shape_groups(data: np.ndarray, is_obj: bool, k: int, pos: np.ndarray, cend: np.ndarray, sig: np.ndarray,
-                  bad: np.ndarray):
+def _shape_groups(
+    data: np.ndarray,
+    is_obj: bool,
+    k: int,
+    pos: np.ndarray,
+    cend: np.ndarray,
+    sig: np.ndarray,
+    bad: np.ndarray,
+):
     """Yield (rows, signature) of same-shaped containers; objects are split further by their key bytes.
     Rows whose keys run past their container are marked in ``bad`` and not yielded."""
     for group, signature in _groups(sig):
@@ -285,8 +296,10 @@ def _shape_groups(data: np.ndarray, is_obj: bool, k: int, pos: np.ndarray, cend:
 def _key_texts(data: np.ndarray, first: int, signature: np.ndarray, k: int) -> list[str]:
     """``"key": `` texts (``, `` before all but the first) read from the group's first object."""
     offs, lens = _key_fields(signature, k)
-    return [(", " if j else "") + jsonbin.quote_string(data[first + o : first + o + n].tobytes()) + ": "
-            for j, (o, n) in enumerate(zip(offs.tolist(), lens.tolist(), strict=True))]
+    return [
+        (", " if j else "") + jsonbin.quote_string(data[first + o : first + o + n].tobytes()) + ": "
+        for j, (o, n) in enumerate(zip(offs.tolist(), lens.tolist(), strict=True))
+    ]
 
 
 def _groups(sig: np.ndarray):

@@ -84,8 +84,9 @@ class KeyCells:
         base = np.repeat(starts, lens)
         idx = base + np.where(np.repeat(grouped, lens), (i >> 3) * 9 + (i & 7), i)
         data = self.keys.data[idx] if total else np.zeros(0, np.uint8)
-        return pa.Array.from_buffers(typ, len(rows), [None, pa.py_buffer(offsets.astype(np.int32)),
-                                                      pa.py_buffer(data)])
+        return pa.Array.from_buffers(
+            typ, len(rows), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+        )
 
 
 class KeyParser:
@@ -149,8 +150,9 @@ class KeyParser:
         return KeyCells(ok, table_ids, datums, keys)
 
 
-def _memcomparable(keys: Binary, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                              np.ndarray]:
+def _memcomparable(
+    keys: Binary, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Walk ``EncodeBytes`` groups: (end of the datum, decoded length, ok) as ``decode_bytes`` checks."""
     m = len(start)
     done_end = np.zeros(m, np.int64)

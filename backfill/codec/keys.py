@@ -30,7 +30,7 @@ RECORD_SEP = b"_r"
 INDEX_SEP = b"_i"
 META_PREFIX = b"m"
 RECORD_PREFIX_LEN = 11  # 't' + 8 + '_r'
-RECORD_KEY_LEN = 19     # with an int handle
+RECORD_KEY_LEN = 19  # with an int handle
 
 # Datum flags (codec.go)
 NIL_FLAG, BYTES_FLAG, COMPACT_BYTES_FLAG, INT_FLAG, UINT_FLAG = 0x00, 0x01, 0x02, 0x03, 0x04
@@ -43,6 +43,7 @@ _PAD = b"\0" * _GROUP
 
 
 # ---------------------------------------------------------------- memcomparable bytes
+
 
 def encode_bytes(data: bytes) -> bytes:
     """EncodeBytes: 8-byte groups, each followed by ``0xFF - pad``; always ends with a padded group."""
@@ -100,6 +101,7 @@ def from_comparable_key(key: bytes) -> bytes:
 
 
 # ---------------------------------------------------------------- record keys
+
 
 class RecordKey(NamedTuple):
     table_id: int
@@ -191,8 +193,16 @@ def encode_key_datum(col: ColumnSchema, value: Any) -> bytes:
         return bytes([INT_FLAG]) + encode_cmp_int(stored)
     if kind == ColumnKind.TIME:
         return bytes([DURATION_FLAG]) + encode_cmp_int(stored)
-    if kind in (ColumnKind.UINT, ColumnKind.UINT64, ColumnKind.ENUM, ColumnKind.SET, ColumnKind.BIT,
-                ColumnKind.DATE, ColumnKind.DATETIME, ColumnKind.TIMESTAMP):
+    if kind in (
+        ColumnKind.UINT,
+        ColumnKind.UINT64,
+        ColumnKind.ENUM,
+        ColumnKind.SET,
+        ColumnKind.BIT,
+        ColumnKind.DATE,
+        ColumnKind.DATETIME,
+        ColumnKind.TIMESTAMP,
+    ):
         return bytes([UINT_FLAG]) + encode_cmp_uint(stored)
     if kind in (ColumnKind.FLOAT32, ColumnKind.FLOAT64):
         return bytes([FLOAT_FLAG]) + encode_cmp_float(stored)

@@ -31,9 +31,15 @@ class PackedTime(NamedTuple):
 
     def pack(self) -> int:
         """``((ymd << 17 | hms) << 24) | usec`` with ``ymd = (year*13 + month) << 5 | day``."""
-        if not (0 <= self.year <= 9999 and 0 <= self.month <= 12 and 0 <= self.day <= 31
-                and 0 <= self.hour <= 23 and 0 <= self.minute <= 59 and 0 <= self.second <= 59
-                and 0 <= self.microsecond <= 999_999):
+        if not (
+            0 <= self.year <= 9999
+            and 0 <= self.month <= 12
+            and 0 <= self.day <= 31
+            and 0 <= self.hour <= 23
+            and 0 <= self.minute <= 59
+            and 0 <= self.second <= 59
+            and 0 <= self.microsecond <= 999_999
+        ):
             raise CodecError(f"time fields out of range: {tuple(self)}")
         ymd = ((self.year * 13 + self.month) << 5) | self.day
         hms = (self.hour << 12) | (self.minute << 6) | self.second
@@ -53,8 +59,10 @@ class PackedTime(NamedTuple):
         return not any(self)
 
     def __str__(self) -> str:
-        s = (f"{self.year:04d}-{self.month:02d}-{self.day:02d} "
-             f"{self.hour:02d}:{self.minute:02d}:{self.second:02d}")
+        s = (
+            f"{self.year:04d}-{self.month:02d}-{self.day:02d} "
+            f"{self.hour:02d}:{self.minute:02d}:{self.second:02d}"
+        )
         return f"{s}.{self.microsecond:06d}" if self.microsecond else s
 
 
@@ -82,8 +90,9 @@ def packed_from_python(value: object, *, fsp: int, is_date: bool, is_timestamp: 
         if is_date:
             return PackedTime(value.year, value.month, value.day).pack()
         value = round_microseconds(value, fsp)
-        return PackedTime(value.year, value.month, value.day, value.hour, value.minute, value.second,
-                          value.microsecond).pack()
+        return PackedTime(
+            value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond
+        ).pack()
     if isinstance(value, dt.date):
         return PackedTime(value.year, value.month, value.day).pack()
     raise CodecError(f"cannot store {type(value).__name__} {value!r} as a date/time")

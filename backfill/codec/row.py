@@ -43,6 +43,7 @@ class DecodeStats:
 
 # ---------------------------------------------------------------- encode
 
+
 def _skipped_by_tidb(schema: TableSchema, col: ColumnSchema, stored: Any) -> bool:
     """TiDB ``CanSkip``: columns a written row value does not carry."""
     if schema.handle_column is not None and col.id == schema.handle_column.id:
@@ -76,19 +77,24 @@ def encode_row(schema: TableSchema, values: Mapping[int, Any], *, version: int =
             stored_cells.append((col, stored))
     if version == 2:
         return rowv2.encode_row_v2(
-            (col.id, None if s is None else rowv2.encode_cell(col, s)) for col, s in stored_cells)
+            (col.id, None if s is None else rowv2.encode_cell(col, s)) for col, s in stored_cells
+        )
     return rowv1.encode_row_v1((col.id, rowv1.encode_datum_v1(col, s)) for col, s in stored_cells)
 
 
 # ---------------------------------------------------------------- decode
 
+
 def _handle_of(schema: TableSchema, key_or_handle: bytes | int | tuple) -> tuple[int | None, Any]:
     if isinstance(key_or_handle, bytes | bytearray | memoryview):
         rk: RecordKey = decode_record_key(bytes(key_or_handle))
         if rk.table_id not in schema.physical_ids:
-            raise CodecError(f"key belongs to table {rk.table_id}, not to {schema.name!r} "
-                             f"(physical ids {list(schema.physical_ids)})", table_id=rk.table_id,
-                             handle=rk.handle)
+            raise CodecError(
+                f"key belongs to table {rk.table_id}, not to {schema.name!r} "
+                f"(physical ids {list(schema.physical_ids)})",
+                table_id=rk.table_id,
+                handle=rk.handle,
+            )
         return rk.table_id, rk.handle
     return None, key_or_handle
 
@@ -103,8 +109,12 @@ def handle_stored(schema: TableSchema, handle: Any, table_id: int | None) -> dic
         return {col.id: handle & 0xFFFFFFFFFFFFFFFF if col.unsigned else handle}
     if schema.pk_kind == "common":
         if not isinstance(handle, tuple) or len(handle) < len(schema.common_handle):
-            raise CodecError(f"common-handle key has {len(handle) if isinstance(handle, tuple) else 0} "
-                             f"datums, PK has {len(schema.common_handle)}", table_id=table_id, handle=handle)
+            raise CodecError(
+                f"common-handle key has {len(handle) if isinstance(handle, tuple) else 0} "
+                f"datums, PK has {len(schema.common_handle)}",
+                table_id=table_id,
+                handle=handle,
+            )
         out = {}
         for (col, _length), datum in zip(schema.common_handle, handle, strict=False):
             out[col.id] = _key_datum_to_stored(col, datum, table_id, handle)
@@ -131,8 +141,12 @@ def _key_datum_to_stored(col: ColumnSchema, datum: Any, table_id: int | None, ha
         if ok and kind in (ColumnKind.INT, ColumnKind.YEAR, ColumnKind.TIME) and datum >= 1 << 63:
             datum -= 1 << 64
     if not ok:
-        raise CodecError(f"key datum {datum!r} cannot be stored in a {kind.value} column",
-                         table_id=table_id, handle=handle, column=col.name)
+        raise CodecError(
+            f"key datum {datum!r} cannot be stored in a {kind.value} column",
+            table_id=table_id,
+            handle=handle,
+            column=col.name,
+        )
     return datum
 
 

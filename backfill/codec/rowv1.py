@@ -80,8 +80,9 @@ def stored_from_v1(col: ColumnSchema, datum: Any) -> Any:
     elif kind == ColumnKind.JSON and isinstance(datum, tuple) and isinstance(datum[1], bytes):
         jsonbin.to_text(*datum)  # validate now so the error carries this column's offset
         return datum
-    raise CodecError(f"{type(datum).__name__} datum cannot be stored in a {kind.value} column",
-                     column=col.name)
+    raise CodecError(
+        f"{type(datum).__name__} datum cannot be stored in a {kind.value} column", column=col.name
+    )
 
 
 def decode_row_v1(columns: Iterable[ColumnSchema], value: bytes) -> dict[int, Any]:

@@ -33,6 +33,7 @@ _SMALL_DATA_MAX = 0xFFFF
 
 # ---------------------------------------------------------------- encode
 
+
 def encode_cell(col: ColumnSchema, stored: Any) -> bytes:
     """Bytes of one not-null stored datum in the v2 data area."""
     kind = col.kind
@@ -90,6 +91,7 @@ def encode_row_v2(cells: Iterable[tuple[int, bytes | None]]) -> bytes:
 
 # ---------------------------------------------------------------- decode
 
+
 @dataclass(frozen=True, slots=True)
 class RowV2Layout:
     """Parsed header of a v2 row: where each not-null column's bytes are, which ids are NULL."""
@@ -122,8 +124,10 @@ def parse_row_v2(value: bytes) -> RowV2Layout:
     offs_start = ids_start + id_size * (n_not_null + n_null)
     data_start = offs_start + off_size * n_not_null
     if data_start > n:
-        raise CodecError(f"v2 header ({n_not_null} not-null, {n_null} null ids) runs past the end "
-                         f"({data_start} > {n})", offset=min(offs_start, n))
+        raise CodecError(
+            f"v2 header ({n_not_null} not-null, {n_null} null ids) runs past the end ({data_start} > {n})",
+            offset=min(offs_start, n),
+        )
     if large:
         ids = struct.unpack_from(f"<{n_not_null + n_null}I", value, ids_start)
         offsets = struct.unpack_from(f"<{n_not_null}I", value, offs_start)
@@ -134,20 +138,25 @@ def parse_row_v2(value: bytes) -> RowV2Layout:
     for group, base in ((not_null, 0), (nulls, n_not_null)):
         for i in range(1, len(group)):
             if group[i] <= group[i - 1]:
-                raise CodecError(f"column ids out of order: {group[i - 1]} then {group[i]}",
-                                 offset=ids_start + id_size * (base + i))
+                raise CodecError(
+                    f"column ids out of order: {group[i - 1]} then {group[i]}",
+                    offset=ids_start + id_size * (base + i),
+                )
     if nulls and not_null and set(nulls) & set(not_null):
         raise CodecError("a column id is both NULL and not NULL", offset=ids_start)
     prev = 0
     for i, off in enumerate(offsets):
         if off < prev:
-            raise CodecError(f"value offsets go backwards ({prev} then {off})",
-                             offset=offs_start + off_size * i)
+            raise CodecError(
+                f"value offsets go backwards ({prev} then {off})", offset=offs_start + off_size * i
+            )
         prev = off
     data_end = data_start + prev
     if data_end > n:
-        raise CodecError(f"value offset {prev} past the end of the data ({n - data_start} bytes)",
-                         offset=offs_start + off_size * max(n_not_null - 1, 0))
+        raise CodecError(
+            f"value offset {prev} past the end of the data ({n - data_start} bytes)",
+            offset=offs_start + off_size * max(n_not_null - 1, 0),
+        )
     rest = n - data_end
     if flags & FLAG_CHECKSUM:
         if rest < 5:

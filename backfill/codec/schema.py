@@ -21,9 +21,17 @@ TP_TINY, TP_SHORT, TP_LONG, TP_FLOAT, TP_DOUBLE, TP_NULL, TP_TIMESTAMP = 1, 2, 3
 TP_LONGLONG, TP_INT24, TP_DATE, TP_DURATION, TP_DATETIME, TP_YEAR, TP_NEWDATE = 8, 9, 10, 11, 12, 13, 14
 TP_VARCHAR, TP_BIT, TP_VECTOR, TP_JSON, TP_NEWDECIMAL, TP_ENUM, TP_SET = 15, 16, 225, 245, 246, 247, 248
 TP_TINYBLOB, TP_MEDIUMBLOB, TP_LONGBLOB, TP_BLOB, TP_VAR_STRING, TP_STRING, TP_GEOMETRY = (
-    249, 250, 251, 252, 253, 254, 255)
-STRING_TPS = frozenset({TP_VARCHAR, TP_TINYBLOB, TP_MEDIUMBLOB, TP_LONGBLOB, TP_BLOB, TP_VAR_STRING,
-                        TP_STRING})
+    249,
+    250,
+    251,
+    252,
+    253,
+    254,
+    255,
+)
+STRING_TPS = frozenset(
+    {TP_VARCHAR, TP_TINYBLOB, TP_MEDIUMBLOB, TP_LONGBLOB, TP_BLOB, TP_VAR_STRING, TP_STRING}
+)
 
 # MySQL flag bits (FieldType.Flag)
 FLAG_NOT_NULL, FLAG_PRI_KEY, FLAG_UNSIGNED = 1, 2, 32
@@ -38,12 +46,12 @@ ROWID_COLUMN_ID = -1  # model.ExtraHandleID
 class ColumnKind(enum.Enum):
     """What a column holds, as far as encoding and the Delta type go."""
 
-    INT = "int"              # signed integers, YEAR excluded
-    UINT = "uint"            # TINY..INT UNSIGNED: a Python int, a wider Delta int
-    UINT64 = "uint64"        # BIGINT UNSIGNED: decimal.Decimal, DECIMAL(20,0)
+    INT = "int"  # signed integers, YEAR excluded
+    UINT = "uint"  # TINY..INT UNSIGNED: a Python int, a wider Delta int
+    UINT64 = "uint64"  # BIGINT UNSIGNED: decimal.Decimal, DECIMAL(20,0)
     FLOAT32 = "float32"
     FLOAT64 = "float64"
-    DECIMAL = "decimal"      # p <= 38: decimal.Decimal
+    DECIMAL = "decimal"  # p <= 38: decimal.Decimal
     DECIMAL_STR = "decimal_str"  # p > 38: str
     TEXT = "text"
     BINARY = "binary"
@@ -56,22 +64,40 @@ class ColumnKind(enum.Enum):
     TIMESTAMP = "timestamp"
     TIME = "time"
     YEAR = "year"
-    VECTOR = "vector"        # TiDB VECTOR(FLOAT32): printed as TiDB does, '[1,2.5]'
+    VECTOR = "vector"  # TiDB VECTOR(FLOAT32): printed as TiDB does, '[1,2.5]'
 
 
 # Kinds whose stored form is an unsigned integer (row v2 compact uint, v1 uvarint).
-UNSIGNED_STORED = frozenset({ColumnKind.UINT, ColumnKind.UINT64, ColumnKind.ENUM, ColumnKind.SET,
-                             ColumnKind.BIT, ColumnKind.DATE, ColumnKind.DATETIME, ColumnKind.TIMESTAMP})
+UNSIGNED_STORED = frozenset(
+    {
+        ColumnKind.UINT,
+        ColumnKind.UINT64,
+        ColumnKind.ENUM,
+        ColumnKind.SET,
+        ColumnKind.BIT,
+        ColumnKind.DATE,
+        ColumnKind.DATETIME,
+        ColumnKind.TIMESTAMP,
+    }
+)
 TIME_KINDS = frozenset({ColumnKind.DATE, ColumnKind.DATETIME, ColumnKind.TIMESTAMP})
 
-_SIGNED_INT_TYPES = {TP_TINY: ("TINYINT", pa.int8()), TP_SHORT: ("SMALLINT", pa.int16()),
-                     TP_INT24: ("INT", pa.int32()), TP_LONG: ("INT", pa.int32()),
-                     TP_LONGLONG: ("BIGINT", pa.int64())}
+_SIGNED_INT_TYPES = {
+    TP_TINY: ("TINYINT", pa.int8()),
+    TP_SHORT: ("SMALLINT", pa.int16()),
+    TP_INT24: ("INT", pa.int32()),
+    TP_LONG: ("INT", pa.int32()),
+    TP_LONGLONG: ("BIGINT", pa.int64()),
+}
 # UNSIGNED widens one step from the signed column's Delta type (DESIGN.md); MEDIUMINT maps to INT, so
 # MEDIUMINT UNSIGNED to BIGINT, like INT UNSIGNED.
-_UNSIGNED_INT_TYPES = {TP_TINY: ("SMALLINT", pa.int16()), TP_SHORT: ("INT", pa.int32()),
-                       TP_INT24: ("BIGINT", pa.int64()), TP_LONG: ("BIGINT", pa.int64()),
-                       TP_LONGLONG: ("DECIMAL(20,0)", pa.decimal128(20, 0))}
+_UNSIGNED_INT_TYPES = {
+    TP_TINY: ("SMALLINT", pa.int16()),
+    TP_SHORT: ("INT", pa.int32()),
+    TP_INT24: ("BIGINT", pa.int64()),
+    TP_LONG: ("BIGINT", pa.int64()),
+    TP_LONGLONG: ("DECIMAL(20,0)", pa.decimal128(20, 0)),
+}
 
 
 def _kind_and_types(
@@ -283,8 +309,11 @@ class TableSchema:
         common: list[tuple[ColumnSchema, int]] = []
         if table_info.get("pk_is_handle"):
             handle_column = next((c for c in visible if c.is_primary_key), None)
-            if handle_column is None or handle_column.kind not in (ColumnKind.INT, ColumnKind.UINT,
-                                                                    ColumnKind.UINT64):
+            if handle_column is None or handle_column.kind not in (
+                ColumnKind.INT,
+                ColumnKind.UINT,
+                ColumnKind.UINT64,
+            ):
                 raise CodecError("pk_is_handle table without an integer PRI_KEY column", table_id=table_id)
             pk_kind, pk_columns = "int", (handle_column.name,)
         elif table_info.get("is_common_handle"):

@@ -105,8 +105,9 @@ def to_stored(col: ColumnSchema, value: Any) -> Any:
             raise e.at(column=col.name) from None
     if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
         try:
-            return mytime.packed_from_python(value, fsp=col.fsp, is_date=kind == K.DATE,
-                                             is_timestamp=kind == K.TIMESTAMP)
+            return mytime.packed_from_python(
+                value, fsp=col.fsp, is_date=kind == K.DATE, is_timestamp=kind == K.TIMESTAMP
+            )
         except CodecError as e:
             raise e.at(column=col.name) from None
     if kind == K.TIME:
@@ -198,8 +199,9 @@ def from_stored(col: ColumnSchema, stored: Any) -> Any:
         return col.elems[stored - 1]
     if kind == K.SET:
         if stored >> len(col.elems):
-            raise CodecError(f"set bits {stored:#x} name values beyond {len(col.elems)} elements",
-                             column=col.name)
+            raise CodecError(
+                f"set bits {stored:#x} name values beyond {len(col.elems)} elements", column=col.name
+            )
         return ",".join(e for i, e in enumerate(col.elems) if stored >> i & 1)
     if kind == K.BIT:
         width = (max(col.flen, 1) + 7) // 8
@@ -232,6 +234,7 @@ def vector_to_text(raw: bytes) -> str:
 
 
 # ---------------------------------------------------------------- absent columns
+
 
 def _origin_default_stored(col: ColumnSchema, tz: dt.tzinfo | None) -> Any:
     """Convert ``origin_default`` (TiDB keeps it as text) to the stored datum of the column type."""

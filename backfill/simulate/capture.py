@@ -21,7 +21,13 @@ from backfill.simulate.regions import Region
 from backfill.simulate.store import PhysTable, Store
 
 PREWRITE, COMMIT, ROLLBACK, COMMITTED, INITIALIZED, RESOLVED = (
-    "PREWRITE", "COMMIT", "ROLLBACK", "COMMITTED", "INITIALIZED", "RESOLVED")
+    "PREWRITE",
+    "COMMIT",
+    "ROLLBACK",
+    "COMMITTED",
+    "INITIALIZED",
+    "RESOLVED",
+)
 PUT, DELETE = "PUT", "DELETE"
 
 # (type, start_ts, commit_ts, op_type, key, value, old_value, generation)
@@ -46,9 +52,20 @@ class Stream:
 
 
 class Capture:
-    def __init__(self, scan_id: str, scan_dir: Path, *, checkpoint_ts: int, current_ts: int,
-                 regions: list[Region], store: Store, rng: random.Random, start_tick: int,
-                 row_group_size: int, rows_per_file: int) -> None:
+    def __init__(
+        self,
+        scan_id: str,
+        scan_dir: Path,
+        *,
+        checkpoint_ts: int,
+        current_ts: int,
+        regions: list[Region],
+        store: Store,
+        rng: random.Random,
+        start_tick: int,
+        row_group_size: int,
+        rows_per_file: int,
+    ) -> None:
         self.scan_id = scan_id
         self.dir = scan_dir
         self.checkpoint_ts = checkpoint_ts
@@ -56,24 +73,41 @@ class Capture:
         self.regions = regions
         self.store = store
         self.start_tick = start_tick
-        self.writer = EventWriter(scan_dir / "events", row_group_size=row_group_size,
-                                  rows_per_file=rows_per_file)
+        self.writer = EventWriter(
+            scan_dir / "events", row_group_size=row_group_size, rows_per_file=rows_per_file
+        )
         self._starts = [r.start for r in regions]
         self.streams: dict[int, Stream] = {}
         for r in regions:
             reg = start_tick + rng.randint(0, 3)
             keys = self._key_count(r)
-            self.streams[r.id] = Stream(r, reg, reg + rng.randint(0, 2), speed=max(24, keys // 3 + 1),
-                                        resolved_every=rng.randint(1, 3))
+            self.streams[r.id] = Stream(
+                r,
+                reg,
+                reg + rng.randint(0, 2),
+                speed=max(24, keys // 3 + 1),
+                resolved_every=rng.randint(1, 3),
+            )
         self.counts: dict[str, int] = {}
 
     # ------------------------------------------------------------ output
 
-    def _emit(self, s: Stream, type_: str, start_ts: int | None, commit_ts: int | None, op: str | None,
-              key: bytes | None, value: bytes | None, old: bytes | None, generation: int,
-              resolved: int | None = None) -> None:
-        self.writer.add(s.region.id, s.seq, type_, start_ts, commit_ts, op, key, value, old, generation,
-                        resolved)
+    def _emit(
+        self,
+        s: Stream,
+        type_: str,
+        start_ts: int | None,
+        commit_ts: int | None,
+        op: str | None,
+        key: bytes | None,
+        value: bytes | None,
+        old: bytes | None,
+        generation: int,
+        resolved: int | None = None,
+    ) -> None:
+        self.writer.add(
+            s.region.id, s.seq, type_, start_ts, commit_ts, op, key, value, old, generation, resolved
+        )
         s.seq += 1
         self.counts[type_] = self.counts.get(type_, 0) + 1
 
@@ -88,7 +122,8 @@ class Capture:
         type_, start_ts, commit_ts, op, _key, value, old, gen = row
         if type_ in (COMMIT, COMMITTED) and not s.initialized and commit_ts is not None:
             self.counts["realtime_commit_before_initialized"] = (
-                self.counts.get("realtime_commit_before_initialized", 0) + 1)
+                self.counts.get("realtime_commit_before_initialized", 0) + 1
+            )
         self._emit(s, type_, start_ts, commit_ts, op, key, value, old, gen)
         return True
 
@@ -118,8 +153,16 @@ class Capture:
                 for key in keys:
                     lock = locks.get(key)
                     if lock is not None:
-                        yield (PREWRITE, lock.start_ts, None, PUT if lock.put else DELETE, key, lock.value,
-                               lock.old_value, lock.generation)
+                        yield (
+                            PREWRITE,
+                            lock.start_ts,
+                            None,
+                            PUT if lock.put else DELETE,
+                            key,
+                            lock.value,
+                            lock.old_value,
+                            lock.generation,
+                        )
                     ks = t.keys.get(key)
                     if ks is None:
                         continue
@@ -131,7 +174,16 @@ class Capture:
                         if v.commit_ts <= checkpoint:
                             break
                         old = vs[i - 1].value if i > 0 and vs[i - 1].put else b""
-                        yield (COMMITTED, v.start_ts, v.commit_ts, PUT if v.put else DELETE, key, v.value, old, 0)
+                        yield (
+                            COMMITTED,
+                            v.start_ts,
+                            v.commit_ts,
+                            PUT if v.put else DELETE,
+                            key,
+                            v.value,
+                            old,
+                            0,
+                        )
 
         return rows()
 

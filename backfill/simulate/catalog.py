@@ -84,8 +84,9 @@ class Catalog:
         self.schema_version += 1
         return self.schema_version
 
-    def finish(self, uid: int, finished_ts: int, version: TableVersion | None,
-               transform: Transform = NO_CHANGE) -> None:
+    def finish(
+        self, uid: int, finished_ts: int, version: TableVersion | None, transform: Transform = NO_CHANGE
+    ) -> None:
         """A DDL (or the initial CREATE TABLE) on ``uid`` is done at ``finished_ts``."""
         ts = self._ts.setdefault(uid, [])
         if ts and finished_ts <= ts[-1]:

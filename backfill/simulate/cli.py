@@ -29,19 +29,36 @@ class SimulationReport:
         for col in ("scan", "checkpoint ts", "current ts", "resolved ts", "events", "regions", "DDL jobs"):
             table.add_column(col, justify="right" if col in ("events", "regions", "DDL jobs") else "left")
         for s in r.scans:
-            table.add_row(s.scan_id, format_ts(s.checkpoint_ts), format_ts(s.current_ts), format_ts(s.resolved_ts),
-                          f"{s.events:,}", str(s.regions), str(s.ddl_jobs))
+            table.add_row(
+                s.scan_id,
+                format_ts(s.checkpoint_ts),
+                format_ts(s.current_ts),
+                format_ts(s.resolved_ts),
+                f"{s.events:,}",
+                str(s.regions),
+                str(s.ddl_jobs),
+            )
         console.print(table)
         if r.mysql_applied:
             console.print("MariaDB/MySQL now holds the expected state of the last scan.")
 
 
-def simulate_command(out: str, *, seed: int = 0, tables: int = 4, rows: int = 100, txns: int = 300,
-                     scans: int = 3, mysql: str | None = None, as_json: bool = False) -> int:
+def simulate_command(
+    out: str,
+    *,
+    seed: int = 0,
+    tables: int = 4,
+    rows: int = 100,
+    txns: int = 300,
+    scans: int = 3,
+    mysql: str | None = None,
+    as_json: bool = False,
+) -> int:
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
-        config = SimulationConfig(out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
-                                  mysql_url=mysql)
+        config = SimulationConfig(
+            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql_url=mysql
+        )
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
     try:
@@ -51,8 +68,12 @@ def simulate_command(out: str, *, seed: int = 0, tables: int = 4, rows: int = 10
     except OSError as exc:
         raise TidelakeError(f"simulate: {exc}") from None
     except Exception as exc:
-        if type(exc).__module__.startswith("pymysql"):  # unreachable server, bad credentials: the user's to fix
-            raise TidelakeError(f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}") from None
+        if type(exc).__module__.startswith(
+            "pymysql"
+        ):  # unreachable server, bad credentials: the user's to fix
+            raise TidelakeError(
+                f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}"
+            ) from None
         raise
     emit(SimulationReport(result), as_json)
     return 0

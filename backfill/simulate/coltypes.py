@@ -85,8 +85,15 @@ def _text(sql: str, tp: int, flen: int, gen: str, elems: tuple[str, ...] = ()) -
 
 def integer(name: str, tp: int, flen: int, bits: int, unsigned: bool = False) -> SqlType:
     sql = f"{name} UNSIGNED" if unsigned else name
-    return _bin(sql, tp, flen - (1 if unsigned and name != "BIGINT" else 0), 0, "uint" if unsigned else "int",
-                UNSIGNED if unsigned else 0, bits)
+    return _bin(
+        sql,
+        tp,
+        flen - (1 if unsigned and name != "BIGINT" else 0),
+        0,
+        "uint" if unsigned else "int",
+        UNSIGNED if unsigned else 0,
+        bits,
+    )
 
 
 TINYINT = integer("TINYINT", 1, 4, 8)
@@ -161,6 +168,7 @@ def time(fsp: int = 0) -> SqlType:
 
 # ---------------------------------------------------------------- values
 
+
 def _text_value(rng: random.Random, limit: int) -> str:
     n = rng.randint(0, max(0, min(limit, 24)))
     chars = [rng.choice(_ALNUM) for _ in range(n)]
@@ -210,7 +218,7 @@ def random_value(t: SqlType, rng: random.Random, *, nullable: bool) -> Any:
     if g == "float32":
         return rng.randint(-80_000, 80_000) / 8
     if g == "float64":
-        return rng.randint(-10**12, 10**12) / 64
+        return rng.randint(-(10**12), 10**12) / 64
     if g in ("decimal", "decimal_str"):
         p, s = t.flen, t.decimal
         digits = rng.randint(1, p)
@@ -268,8 +276,9 @@ def default_text(t: SqlType, value: Any) -> str | None:
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S") + (f".{value.microsecond:06d}"[: t.decimal + 1]
-                                                      if t.decimal else "")
+        return value.strftime("%Y-%m-%d %H:%M:%S") + (
+            f".{value.microsecond:06d}"[: t.decimal + 1] if t.decimal else ""
+        )
     if isinstance(value, dt.date):
         return value.isoformat()
     return str(value)

@@ -37,9 +37,17 @@ from backfill.simulate.txns import Workload
 from backfill.simulate.world import World
 
 ACTION = {
-    "create_table": 3, "drop_table": 4, "add_column": 5, "drop_column": 6, "truncate_table": 11,
-    "modify_column": 12, "rename_column": 12, "rename_table": 14, "add_partition": 19,
-    "drop_partition": 20, "truncate_partition": 23,
+    "create_table": 3,
+    "drop_table": 4,
+    "add_column": 5,
+    "drop_column": 6,
+    "truncate_table": 11,
+    "modify_column": 12,
+    "rename_column": 12,
+    "rename_table": 14,
+    "add_partition": 19,
+    "drop_partition": 20,
+    "truncate_partition": 23,
 }
 JOB_DONE = 4
 SQL_MODE = 1436549152  # TiDB's default sql_mode bits
@@ -225,10 +233,17 @@ class DdlRunner:
             uid = w.next_uid
             w.next_uid += 1
             ids = w.ids.take(1 + tmpl.partitions)
-            v = build_table(tmpl, uid=uid, name=self._fresh_name(tmpl.name, "n"), ids=ids,
-                            partition_width=partition_width(w.cfg.rows, tmpl.partitions), update_ts=0)
-            return DdlJob(job_id, kind, uid, v.db, v.name, v.table_id, v.create_sql(),
-                          [v.create_sql(mysql=True)], v)
+            v = build_table(
+                tmpl,
+                uid=uid,
+                name=self._fresh_name(tmpl.name, "n"),
+                ids=ids,
+                partition_width=partition_width(w.cfg.rows, tmpl.partitions),
+                update_ts=0,
+            )
+            return DdlJob(
+                job_id, kind, uid, v.db, v.name, v.table_id, v.create_sql(), [v.create_sql(mysql=True)], v
+            )
         partitioned = True if kind.endswith("_partition") else None
         cands = self._eligible(partitioned=partitioned)
         if kind == "drop_table":
@@ -243,18 +258,30 @@ class DdlRunner:
         if kind == "drop_table":
             info = dict(d.table_info(), state=NONE)
             sql = f"DROP TABLE {q}"
-            return DdlJob(**base, query=sql, mysql=[sql], final=None, binlog_info=info, final_state=NONE,
-                          steps=[d, d], destructive=True, drop_pids=d.physical_ids)
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=None,
+                binlog_info=info,
+                final_state=NONE,
+                steps=[d, d],
+                destructive=True,
+                drop_pids=d.physical_ids,
+            )
         if kind == "truncate_table":
             ids = w.ids.take(1 + (len(d.partition.defs) if d.partition else 0))
             part = None
             if d.partition:
-                part = replace(d.partition, defs=tuple(replace(p, id=i) for p, i in zip(d.partition.defs, ids[1:],
-                                                                                         strict=True)))
+                part = replace(
+                    d.partition,
+                    defs=tuple(replace(p, id=i) for p, i in zip(d.partition.defs, ids[1:], strict=True)),
+                )
             final = replace(d, table_id=ids[0], partition=part)
             sql = f"TRUNCATE TABLE {q}"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, destructive=True,
-                          drop_pids=d.physical_ids)
+            return DdlJob(
+                **base, query=sql, mysql=[sql], final=final, destructive=True, drop_pids=d.physical_ids
+            )
         if kind == "rename_table":
             final = replace(d, name=self._fresh_name(d.name, "v"))
             sql = f"RENAME TABLE {q} TO {final.qualified}"
@@ -264,27 +291,46 @@ class DdlRunner:
             self._names += 1
             col = ColumnDef(d.max_col_id + 1, f"added_{self._names}", t, nullable=False, default=default)
             final = replace(d, columns=(*d.columns, col), max_col_id=col.id)
-            steps = [replace(d, columns=(*d.columns, replace(col, state=s, role="adding")), max_col_id=col.id)
-                     for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)]
+            steps = [
+                replace(d, columns=(*d.columns, replace(col, state=s, role="adding")), max_col_id=col.id)
+                for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
+            ]
             sql = f"ALTER TABLE {q} ADD COLUMN {col.sql()}"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps,
-                          transform=Transform("add", col.id, value=fill_for(final, col.id)))
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=final,
+                steps=steps,
+                transform=Transform("add", col.id, value=fill_for(final, col.id)),
+            )
         if kind == "drop_column":
             if len(non_pk) < 3:
                 return None
             col = rng.choice(non_pk)
             rest = tuple(c for c in d.columns if c.id != col.id)
-            steps = [replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
-                     for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)]
+            steps = [
+                replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
+                for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)
+            ]
             sql = f"ALTER TABLE {q} DROP COLUMN `{col.name}`"
-            return DdlJob(**base, query=sql, mysql=[sql], final=replace(d, columns=rest), steps=steps,
-                          transform=Transform("drop", col.id), final_state=NONE)
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=replace(d, columns=rest),
+                steps=steps,
+                transform=Transform("drop", col.id),
+                final_state=NONE,
+            )
         if kind == "modify_column":
             options = [(c, m) for c in non_pk if (m := modification(c.type)) is not None]
             if not options:
                 return None
             col, (new_type, reorg) = rng.choice(options)
-            default = col.default if col.default is NO_DEFAULT else ct.convert(col.default, col.type, new_type)
+            default = (
+                col.default if col.default is NO_DEFAULT else ct.convert(col.default, col.type, new_type)
+            )
             if not reorg:
                 new = replace(col, type=new_type, default=default)
                 final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
@@ -292,15 +338,33 @@ class DdlRunner:
                 return DdlJob(**base, query=sql, mysql=[sql], final=final)
             new_id = d.max_col_id + 1
             offset = d.columns.index(col)
-            changing = ColumnDef(new_id, f"_Col$_{col.name}_0", new_type, nullable=col.nullable, default=default,
-                                 role="changing", source_id=col.id, dependency_offset=offset)
-            steps = [replace(d, columns=(*d.columns, replace(changing, state=s)), max_col_id=new_id)
-                     for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)]
+            changing = ColumnDef(
+                new_id,
+                f"_Col$_{col.name}_0",
+                new_type,
+                nullable=col.nullable,
+                default=default,
+                role="changing",
+                source_id=col.id,
+                dependency_offset=offset,
+            )
+            steps = [
+                replace(d, columns=(*d.columns, replace(changing, state=s)), max_col_id=new_id)
+                for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
+            ]
             new = ColumnDef(new_id, col.name, new_type, nullable=col.nullable, default=default)
-            final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns), max_col_id=new_id)
+            final = replace(
+                d, columns=tuple(new if c.id == col.id else c for c in d.columns), max_col_id=new_id
+            )
             sql = f"ALTER TABLE {q} MODIFY COLUMN {new.sql()}"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps,
-                          transform=Transform("remap", col.id, new_id, old_type=col.type, new_type=new_type))
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=final,
+                steps=steps,
+                transform=Transform("remap", col.id, new_id, old_type=col.type, new_type=new_type),
+            )
         if kind == "rename_column":
             col = rng.choice(non_pk)
             new = replace(col, name=self._fresh_name(col.name, "r"))
@@ -315,8 +379,10 @@ class DdlRunner:
             new_def = PartitionDef(w.ids.take()[0], f"p{n}", top + partition_width(w.cfg.rows, 3))
             final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
             steps = [replace(d, partition=replace(part, adding=(new_def,)))]
-            sql = (f"ALTER TABLE {q} ADD PARTITION (PARTITION `{new_def.name}` VALUES LESS THAN "
-                   f"({new_def.less_than}))")
+            sql = (
+                f"ALTER TABLE {q} ADD PARTITION (PARTITION `{new_def.name}` VALUES LESS THAN "
+                f"({new_def.less_than}))"
+            )
             return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
         victim = rng.choice(part.defs)
         if kind == "drop_partition":
@@ -326,15 +392,31 @@ class DdlRunner:
             final = replace(d, partition=replace(part, defs=rest))
             steps = [replace(d, partition=replace(part, defs=rest, dropping=(victim,)))]
             sql = f"ALTER TABLE {q} DROP PARTITION `{victim.name}`"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps, destructive=True,
-                          frozen_pids=frozenset({victim.id}), drop_pids=(victim.id,))
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=final,
+                steps=steps,
+                destructive=True,
+                frozen_pids=frozenset({victim.id}),
+                drop_pids=(victim.id,),
+            )
         if kind == "truncate_partition":
             fresh = replace(victim, id=w.ids.take()[0])
-            final = replace(d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p
-                                                                  for p in part.defs)))
+            final = replace(
+                d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p for p in part.defs))
+            )
             sql = f"ALTER TABLE {q} TRUNCATE PARTITION `{victim.name}`"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, destructive=True,
-                          frozen_pids=frozenset({victim.id}), drop_pids=(victim.id,))
+            return DdlJob(
+                **base,
+                query=sql,
+                mysql=[sql],
+                final=final,
+                destructive=True,
+                frozen_pids=frozenset({victim.id}),
+                drop_pids=(victim.id,),
+            )
         raise ValueError(f"unknown DDL kind {kind}")
 
 

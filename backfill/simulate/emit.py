@@ -13,19 +13,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-EVENT_SCHEMA = pa.schema([
-    pa.field("region_id", pa.int64()),
-    pa.field("seq", pa.int64()),
-    pa.field("type", pa.string()),
-    pa.field("start_ts", pa.int64()),
-    pa.field("commit_ts", pa.int64()),
-    pa.field("op_type", pa.string()),
-    pa.field("key", pa.binary()),
-    pa.field("value", pa.binary()),
-    pa.field("old_value", pa.binary()),
-    pa.field("generation", pa.int64()),
-    pa.field("resolved_ts", pa.int64()),
-])
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("region_id", pa.int64()),
+        pa.field("seq", pa.int64()),
+        pa.field("type", pa.string()),
+        pa.field("start_ts", pa.int64()),
+        pa.field("commit_ts", pa.int64()),
+        pa.field("op_type", pa.string()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("old_value", pa.binary()),
+        pa.field("generation", pa.int64()),
+        pa.field("resolved_ts", pa.int64()),
+    ]
+)
 MANIFEST_FORMAT = "tidelake.kv-scan"
 
 
@@ -43,9 +45,20 @@ class EventWriter:
         self._files = 0
         self.count = 0
 
-    def add(self, region_id: int, seq: int, type_: str, start_ts: int | None, commit_ts: int | None,
-            op_type: str | None, key: bytes | None, value: bytes | None, old_value: bytes | None,
-            generation: int, resolved_ts: int | None) -> None:
+    def add(
+        self,
+        region_id: int,
+        seq: int,
+        type_: str,
+        start_ts: int | None,
+        commit_ts: int | None,
+        op_type: str | None,
+        key: bytes | None,
+        value: bytes | None,
+        old_value: bytes | None,
+        generation: int,
+        resolved_ts: int | None,
+    ) -> None:
         c = self._cols
         c[0].append(region_id)
         c[1].append(seq)
@@ -108,15 +121,19 @@ def write_json_lines(path: Path, docs: Iterable[Mapping[str, Any]]) -> int:
     return n
 
 
-def write_manifest(scan_dir: Path, checkpoint_ts: int, current_ts: int,
-                   regions: Iterable[Mapping[str, Any]]) -> None:
-    write_json(scan_dir / "manifest.json", {
-        "format": MANIFEST_FORMAT,
-        "version": 1,
-        "checkpoint_ts": checkpoint_ts,
-        "current_ts": current_ts,
-        "regions": list(regions),
-    })
+def write_manifest(
+    scan_dir: Path, checkpoint_ts: int, current_ts: int, regions: Iterable[Mapping[str, Any]]
+) -> None:
+    write_json(
+        scan_dir / "manifest.json",
+        {
+            "format": MANIFEST_FORMAT,
+            "version": 1,
+            "checkpoint_ts": checkpoint_ts,
+            "current_ts": current_ts,
+            "regions": list(regions),
+        },
+    )
 
 
 def mark_success(scan_dir: Path) -> None:

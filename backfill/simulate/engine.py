@@ -66,8 +66,14 @@ class Engine:
             w.next_uid += 1
             ids = w.ids.take(1 + tmpl.partitions)
             finished = w.tso.next()
-            v = build_table(tmpl, uid=uid, name=name, ids=ids, update_ts=finished,
-                            partition_width=partition_width(self.cfg.rows, tmpl.partitions))
+            v = build_table(
+                tmpl,
+                uid=uid,
+                name=name,
+                ids=ids,
+                update_ts=finished,
+                partition_width=partition_width(self.cfg.rows, tmpl.partitions),
+            )
             w.catalog.finish(uid, finished, v)
             if w.oplog is not None:
                 w.oplog.add((finished, "ddl", v.db, v.name, [v.create_sql(mysql=True)]))
@@ -124,7 +130,9 @@ class Engine:
             applied = True
         stats = dict(sorted(self.w.stats.items()))
         stats["region_splits"] = self.w.regions.splits
-        return SimulationResult(cfg.out, tuple(self.summaries), events, time.perf_counter() - began, stats, applied)
+        return SimulationResult(
+            cfg.out, tuple(self.summaries), events, time.perf_counter() - began, stats, applied
+        )
 
     def window(self, k: int, txns: int) -> None:
         w, cfg, rng = self.w, self.cfg, self.w.rng
@@ -176,11 +184,22 @@ class Engine:
         current = w.tso.next()
         scan_id = f"scan-{k + 1:05d}"
         scan_dir = cfg.out / "scans" / scan_id
-        tables = [{"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)]
+        tables = [
+            {"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)
+        ]
         write_json_lines(scan_dir / "schema" / "tables.jsonl", tables)
-        cap = Capture(scan_id, scan_dir, checkpoint_ts=checkpoint, current_ts=current,
-                      regions=list(w.regions.regions), store=w.store, rng=rng, start_tick=w.tick,
-                      row_group_size=cfg.row_group_size, rows_per_file=cfg.rows_per_file)
+        cap = Capture(
+            scan_id,
+            scan_dir,
+            checkpoint_ts=checkpoint,
+            current_ts=current,
+            regions=list(w.regions.regions),
+            store=w.store,
+            rng=rng,
+            start_tick=w.tick,
+            row_group_size=cfg.row_group_size,
+            rows_per_file=cfg.rows_per_file,
+        )
         w.capture = cap
         for txn in self.held_long:  # locks held over the previous capture's end commit (or roll back) now
             self.load.release(txn, w.tick + rng.randint(1, 5))
@@ -199,20 +218,29 @@ class Engine:
         jobs = [job for finished, job in self.ddl.done_jobs if checkpoint < finished <= current]
         write_json_lines(scan_dir / "schema" / "ddl_jobs.jsonl", jobs)
         pids = {p for t in tables for p in _physical_ids(t["table_info"])}
-        pids |= {p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])}
+        pids |= {
+            p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])
+        }
         scan_resolved = cap.resolved_ts(pids)
         self.resolved = max(self.resolved, scan_resolved)
         write_manifest(scan_dir, checkpoint, current, (r.manifest() for r in cap.regions))
         write_expected(cfg.out, scan_id, w, self.resolved)
         mark_success(scan_dir)
-        self.index.append({"scan_id": scan_id, "checkpoint_ts": checkpoint, "current_ts": current,
-                           "resolved_ts": self.resolved})
+        self.index.append(
+            {
+                "scan_id": scan_id,
+                "checkpoint_ts": checkpoint,
+                "current_ts": current,
+                "resolved_ts": self.resolved,
+            }
+        )
         write_index(cfg.out, self.index)
         for name, n in cap.counts.items():
             w.stats[f"captured_{name.lower()}"] += n
         w.stats["open_locks_at_capture_end"] += sum(len(t.locked) for t in w.store.tables.values())
-        self.summaries.append(ScanSummary(scan_id, checkpoint, current, self.resolved, events,
-                                          len(cap.regions), len(jobs)))
+        self.summaries.append(
+            ScanSummary(scan_id, checkpoint, current, self.resolved, events, len(cap.regions), len(jobs))
+        )
 
 
 def _physical_ids(info: dict[str, Any]) -> list[int]:

@@ -33,9 +33,17 @@ class MysqlTarget:
     def connect(self, **kwargs: Any) -> Any:
         import pymysql
 
-        return pymysql.connect(host=self.host, port=self.port, user=self.user, password=self.password,
-                               database=self.database, charset="utf8mb4", autocommit=False,
-                               init_command="SET time_zone = '+00:00'", **kwargs)
+        return pymysql.connect(
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password,
+            database=self.database,
+            charset="utf8mb4",
+            autocommit=False,
+            init_command="SET time_zone = '+00:00'",
+            **kwargs,
+        )
 
 
 def parse_mysql_url(url: str) -> MysqlTarget:
@@ -44,8 +52,13 @@ def parse_mysql_url(url: str) -> MysqlTarget:
     if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
         raise ValueError("expected a mysql://user[:password]@host[:port]/ URL")
     db = parts.path.lstrip("/") or None
-    return MysqlTarget(parts.hostname, parts.port or 3306, unquote(parts.username or "root"),
-                       unquote(parts.password or ""), db)
+    return MysqlTarget(
+        parts.hostname,
+        parts.port or 3306,
+        unquote(parts.username or "root"),
+        unquote(parts.password or ""),
+        db,
+    )
 
 
 def _q(name: str) -> str:
@@ -58,8 +71,14 @@ def _param(v: Any) -> Any:
     return v
 
 
-def apply_ops(target: MysqlTarget, databases: Sequence[str], ops: Iterable[tuple[Any, ...]], until_ts: int,
-              *, batch: int = 500) -> int:
+def apply_ops(
+    target: MysqlTarget,
+    databases: Sequence[str],
+    ops: Iterable[tuple[Any, ...]],
+    until_ts: int,
+    *,
+    batch: int = 500,
+) -> int:
     """Recreate ``databases`` and replay ``ops`` with ts <= ``until_ts``; returns the records applied."""
     conn = target.connect()
     n = 0
@@ -85,10 +104,14 @@ def apply_ops(target: MysqlTarget, databases: Sequence[str], ops: Iterable[tuple
                     continue
                 cols = tuple(payload)
                 if kind == "put":
-                    sql = (f"REPLACE INTO {_q(db)}.{_q(table)} ({', '.join(map(_q, cols))}) "
-                           f"VALUES ({', '.join(['%s'] * len(cols))})")
+                    sql = (
+                        f"REPLACE INTO {_q(db)}.{_q(table)} ({', '.join(map(_q, cols))}) "
+                        f"VALUES ({', '.join(['%s'] * len(cols))})"
+                    )
                 else:
-                    sql = f"DELETE FROM {_q(db)}.{_q(table)} WHERE " + " AND ".join(f"{_q(c)} = %s" for c in cols)
+                    sql = f"DELETE FROM {_q(db)}.{_q(table)} WHERE " + " AND ".join(
+                        f"{_q(c)} = %s" for c in cols
+                    )
                 if sql != pending_sql or len(pending) >= batch:
                     _flush(cur, pending_sql, pending)
                     pending, pending_sql = [], sql
@@ -130,16 +153,18 @@ def _convert(value: Any, field: pa.Field, type_code: int, scale: int) -> Any:
     return value
 
 
-def fetch_table(target: MysqlTarget, db: str, table: str, schema: pa.Schema,
-                order_by: Sequence[str]) -> pa.Table:
+def fetch_table(
+    target: MysqlTarget, db: str, table: str, schema: pa.Schema, order_by: Sequence[str]
+) -> pa.Table:
     """The server's rows of ``db.table`` as an Arrow table of ``schema`` (columns the server lacks, such
     as ``_tidb_commit_ts``, must be dropped from ``schema`` by the caller), ordered by ``order_by``."""
     conn = target.connect()
     try:
         with conn.cursor() as cur:
             # FLOAT through the text protocol is printed with 6 digits: ask for the exact value instead.
-            cols = ", ".join(f"CAST({_q(f.name)} AS DOUBLE)" if pa.types.is_float32(f.type) else _q(f.name)
-                             for f in schema)
+            cols = ", ".join(
+                f"CAST({_q(f.name)} AS DOUBLE)" if pa.types.is_float32(f.type) else _q(f.name) for f in schema
+            )
             order = ", ".join(_q(c) for c in order_by)
             cur.execute(f"SELECT {cols} FROM {_q(db)}.{_q(table)} ORDER BY {order}")
             desc = cur.description

@@ -18,8 +18,9 @@ class Lock:
 
     __slots__ = ("generation", "old_value", "put", "start_ts", "txn", "value")
 
-    def __init__(self, start_ts: int, put: bool, value: bytes, generation: int, old_value: bytes,
-                 txn: int) -> None:
+    def __init__(
+        self, start_ts: int, put: bool, value: bytes, generation: int, old_value: bytes, txn: int
+    ) -> None:
         self.start_ts = start_ts
         self.put = put
         self.value = value
@@ -34,8 +35,9 @@ class Version:
 
     __slots__ = ("commit_ts", "phys", "put", "seq", "start_ts", "value")
 
-    def __init__(self, commit_ts: int, start_ts: int, put: bool, value: bytes, seq: int,
-                 phys: dict[int, Any] | None) -> None:
+    def __init__(
+        self, commit_ts: int, start_ts: int, put: bool, value: bytes, seq: int, phys: dict[int, Any] | None
+    ) -> None:
         self.commit_ts = commit_ts
         self.start_ts = start_ts
         self.put = put
@@ -135,8 +137,16 @@ class Store:
         self.seq += 1
         return lock
 
-    def add_version(self, pid: int, key: bytes, commit_ts: int, start_ts: int, put: bool, value: bytes,
-                    phys: dict[int, Any] | None) -> Version:
+    def add_version(
+        self,
+        pid: int,
+        key: bytes,
+        commit_ts: int,
+        start_ts: int,
+        put: bool,
+        value: bytes,
+        phys: dict[int, Any] | None,
+    ) -> Version:
         ks = self.table(pid).state(key)
         if ks.versions:
             ks.versions[-1].phys = None

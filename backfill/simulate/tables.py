@@ -83,8 +83,9 @@ class ColumnDef:
             "state": self.state,
             "comment": "",
             "hidden": False,
-            "change_state_info": (None if self.dependency_offset is None
-                                  else {"relative_col_offset": self.dependency_offset}),
+            "change_state_info": (
+                None if self.dependency_offset is None else {"relative_col_offset": self.dependency_offset}
+            ),
             "version": 2,
         }
 
@@ -125,8 +126,13 @@ class Partitioning:
 
     def info(self) -> dict[str, Any]:
         def one(d: PartitionDef) -> dict[str, Any]:
-            return {"id": d.id, "name": cistr(d.name), "less_than": [str(d.less_than)], "in_values": None,
-                    "policy_ref_info": None}
+            return {
+                "id": d.id,
+                "name": cistr(d.name),
+                "less_than": [str(d.less_than)],
+                "in_values": None,
+                "policy_ref_info": None,
+            }
 
         return {
             "type": 1,
@@ -214,22 +220,26 @@ class TableVersion:
         offsets = {c.name: i for i, c in enumerate(self.columns)}
         indices = []
         if self.pk_kind == "common":
-            indices.append({
-                "id": 1,
-                "idx_name": cistr("PRIMARY"),
-                "tbl_name": cistr(""),
-                "idx_cols": [{"name": cistr(c.name), "offset": offsets[c.name], "length": -1}
-                             for c in self.pk_columns],
-                "state": PUBLIC,
-                "backfill_state": 0,
-                "comment": "",
-                "index_type": 1,
-                "is_unique": True,
-                "is_primary": True,
-                "is_invisible": False,
-                "is_global": False,
-                "mv_index": False,
-            })
+            indices.append(
+                {
+                    "id": 1,
+                    "idx_name": cistr("PRIMARY"),
+                    "tbl_name": cistr(""),
+                    "idx_cols": [
+                        {"name": cistr(c.name), "offset": offsets[c.name], "length": -1}
+                        for c in self.pk_columns
+                    ],
+                    "state": PUBLIC,
+                    "backfill_state": 0,
+                    "comment": "",
+                    "index_type": 1,
+                    "is_unique": True,
+                    "is_primary": True,
+                    "is_invisible": False,
+                    "is_global": False,
+                    "mv_index": False,
+                }
+            )
         return {
             "id": self.table_id,
             "name": cistr(self.name),
@@ -298,6 +308,7 @@ class TableVersion:
 
 # ---------------------------------------------------------------- templates
 
+
 @dataclass(frozen=True)
 class Template:
     """The shape of an initial (or created) table: columns as (name, type, nullable, default, pk)."""
@@ -310,50 +321,103 @@ class Template:
     partitions: int = 0
 
 
-def _c(name: str, t: SqlType, nullable: bool = True, default: Any = NO_DEFAULT, pk: bool = False
-       ) -> tuple[str, SqlType, bool, Any, bool]:
+def _c(
+    name: str, t: SqlType, nullable: bool = True, default: Any = NO_DEFAULT, pk: bool = False
+) -> tuple[str, SqlType, bool, Any, bool]:
     return (name, t, nullable, default, pk)
 
 
 TEMPLATES: tuple[Template, ...] = (
-    Template("orders", "shop", "orders", "int", (
-        _c("id", ct.BIGINT, False, pk=True),
-        _c("c_tiny", ct.TINYINT), _c("c_tiny_u", ct.TINYINT_U),
-        _c("c_small", ct.SMALLINT), _c("c_small_u", ct.SMALLINT_U, False, 0),
-        _c("c_medium", ct.MEDIUMINT), _c("c_medium_u", ct.MEDIUMINT_U),
-        _c("qty", ct.INT, False, 1), _c("c_int_u", ct.INT_U),
-        _c("c_big", ct.BIGINT), _c("c_big_u", ct.BIGINT_U),
-        _c("c_float", ct.FLOAT), _c("c_double", ct.DOUBLE),
-        _c("amount", ct.decimal(12, 3)), _c("c_wide_dec", ct.decimal(50, 10)),
-        _c("title", ct.varchar(64), False, ""), _c("code", ct.char(8)), _c("body", ct.TEXT),
-        _c("status", ct.enum("new", "paid", "shipped", "cancelled"), False, "new"),
-        _c("flags", ct.set_of("gift", "rush", "fragile", "promo")),
-        _c("meta", ct.JSON),
-    )),
-    Template("items", "shop", "items", "common", (
-        _c("sku", ct.varchar(32), False, pk=True), _c("seq", ct.INT, False, pk=True),
-        _c("price", ct.decimal(10, 2), False, Decimal("0.00")),
-        _c("c_bin", ct.binary(4)), _c("c_varbin", ct.varbinary(16)), _c("c_blob", ct.BLOB),
-        _c("c_bit", ct.bit(10)), _c("c_date", ct.DATE), _c("c_dt", ct.datetime(3)),
-        _c("c_ts", ct.timestamp(6)), _c("c_time", ct.time(2)), _c("c_year", ct.YEAR),
-        _c("note", ct.varchar(32)),
-    )),
-    Template("events", "ops", "events", "rowid", (
-        _c("kind", ct.varchar(16), False, "info"), _c("level", ct.SMALLINT),
-        _c("payload", ct.JSON), _c("at", ct.datetime(0)), _c("ip", ct.varbinary(16)),
-        _c("score", ct.DOUBLE), _c("c_ts", ct.timestamp(0)), _c("day", ct.DATE),
-        _c("tag", ct.enum("a", "b", "c")),
-    )),
-    Template("metrics", "ops", "metrics", "int", (
-        _c("id", ct.BIGINT, False, pk=True),
-        _c("val", ct.INT), _c("ratio", ct.decimal(8, 4)), _c("label", ct.varchar(32)),
-        _c("at", ct.timestamp(3)), _c("day", ct.DATE), _c("dur", ct.time(0)), _c("flag", ct.bit(1)),
-    ), partitions=3),
+    Template(
+        "orders",
+        "shop",
+        "orders",
+        "int",
+        (
+            _c("id", ct.BIGINT, False, pk=True),
+            _c("c_tiny", ct.TINYINT),
+            _c("c_tiny_u", ct.TINYINT_U),
+            _c("c_small", ct.SMALLINT),
+            _c("c_small_u", ct.SMALLINT_U, False, 0),
+            _c("c_medium", ct.MEDIUMINT),
+            _c("c_medium_u", ct.MEDIUMINT_U),
+            _c("qty", ct.INT, False, 1),
+            _c("c_int_u", ct.INT_U),
+            _c("c_big", ct.BIGINT),
+            _c("c_big_u", ct.BIGINT_U),
+            _c("c_float", ct.FLOAT),
+            _c("c_double", ct.DOUBLE),
+            _c("amount", ct.decimal(12, 3)),
+            _c("c_wide_dec", ct.decimal(50, 10)),
+            _c("title", ct.varchar(64), False, ""),
+            _c("code", ct.char(8)),
+            _c("body", ct.TEXT),
+            _c("status", ct.enum("new", "paid", "shipped", "cancelled"), False, "new"),
+            _c("flags", ct.set_of("gift", "rush", "fragile", "promo")),
+            _c("meta", ct.JSON),
+        ),
+    ),
+    Template(
+        "items",
+        "shop",
+        "items",
+        "common",
+        (
+            _c("sku", ct.varchar(32), False, pk=True),
+            _c("seq", ct.INT, False, pk=True),
+            _c("price", ct.decimal(10, 2), False, Decimal("0.00")),
+            _c("c_bin", ct.binary(4)),
+            _c("c_varbin", ct.varbinary(16)),
+            _c("c_blob", ct.BLOB),
+            _c("c_bit", ct.bit(10)),
+            _c("c_date", ct.DATE),
+            _c("c_dt", ct.datetime(3)),
+            _c("c_ts", ct.timestamp(6)),
+            _c("c_time", ct.time(2)),
+            _c("c_year", ct.YEAR),
+            _c("note", ct.varchar(32)),
+        ),
+    ),
+    Template(
+        "events",
+        "ops",
+        "events",
+        "rowid",
+        (
+            _c("kind", ct.varchar(16), False, "info"),
+            _c("level", ct.SMALLINT),
+            _c("payload", ct.JSON),
+            _c("at", ct.datetime(0)),
+            _c("ip", ct.varbinary(16)),
+            _c("score", ct.DOUBLE),
+            _c("c_ts", ct.timestamp(0)),
+            _c("day", ct.DATE),
+            _c("tag", ct.enum("a", "b", "c")),
+        ),
+    ),
+    Template(
+        "metrics",
+        "ops",
+        "metrics",
+        "int",
+        (
+            _c("id", ct.BIGINT, False, pk=True),
+            _c("val", ct.INT),
+            _c("ratio", ct.decimal(8, 4)),
+            _c("label", ct.varchar(32)),
+            _c("at", ct.timestamp(3)),
+            _c("day", ct.DATE),
+            _c("dur", ct.time(0)),
+            _c("flag", ct.bit(1)),
+        ),
+        partitions=3,
+    ),
 )
 
 
-def build_table(template: Template, *, uid: int, name: str, ids: Sequence[int], partition_width: int,
-                update_ts: int) -> TableVersion:
+def build_table(
+    template: Template, *, uid: int, name: str, ids: Sequence[int], partition_width: int, update_ts: int
+) -> TableVersion:
     """A fresh table from a template: ``ids`` = table id, then one id per partition."""
     cols = tuple(
         ColumnDef(i + 1, n, t, nullable=nullable and not pk, default=default, pk=pk)
@@ -361,12 +425,22 @@ def build_table(template: Template, *, uid: int, name: str, ids: Sequence[int], 
     )
     partition = None
     if template.partitions:
-        defs = tuple(PartitionDef(ids[1 + i], f"p{i}", (i + 1) * partition_width)
-                     for i in range(template.partitions))
+        defs = tuple(
+            PartitionDef(ids[1 + i], f"p{i}", (i + 1) * partition_width) for i in range(template.partitions)
+        )
         partition = Partitioning("id", defs)
-    return TableVersion(uid=uid, db=template.db, table_id=ids[0], name=name, columns=cols,
-                        pk_kind=template.pk_kind, partition=partition, max_col_id=len(cols),
-                        update_ts=update_ts, template=template.key)
+    return TableVersion(
+        uid=uid,
+        db=template.db,
+        table_id=ids[0],
+        name=name,
+        columns=cols,
+        pk_kind=template.pk_kind,
+        partition=partition,
+        max_col_id=len(cols),
+        update_ts=update_ts,
+        template=template.key,
+    )
 
 
 # ---------------------------------------------------------------- DDL menus

@@ -193,8 +193,10 @@ class Workload:
             want = decode_phys(d, phys)
             for c in d.schema.columns:
                 if got[c.name] != want[c.id]:
-                    raise AssertionError(f"codec disagrees on {d.name}.{c.name}: wrote {want[c.id]!r}, "
-                                         f"decoded {got[c.name]!r} (key {key.hex()})")
+                    raise AssertionError(
+                        f"codec disagrees on {d.name}.{c.name}: wrote {want[c.id]!r}, "
+                        f"decoded {got[c.name]!r} (key {key.hex()})"
+                    )
         return value
 
     def _random_row(self, wv: TableVersion, pk: dict[int, Any]) -> dict[int, Any]:
@@ -266,7 +268,9 @@ class Workload:
         rng = self.w.rng
         target = max(self.w.cfg.rows, 16)
         live = self.live_rows(uid)
-        p_insert, p_delete = (0.5, 0.05) if live < target // 2 else (0.15, 0.3) if live > 2 * target else (0.35, 0.14)
+        p_insert, p_delete = (
+            (0.5, 0.05) if live < target // 2 else (0.15, 0.3) if live > 2 * target else (0.35, 0.14)
+        )
         for _ in range(n):
             if inserts_only:
                 yield "insert"
@@ -281,8 +285,9 @@ class Workload:
 
     # ------------------------------------------------------------ starting
 
-    def start(self, kind: str | None = None, *, uid: int | None = None, rows: int = 0,
-              until_tick: int | None = 0) -> Txn | None:
+    def start(
+        self, kind: str | None = None, *, uid: int | None = None, rows: int = 0, until_tick: int | None = 0
+    ) -> Txn | None:
         """Begin a transaction of ``kind`` (random if None); ``rows`` > 0 seeds ``uid`` with inserts;
         kind "long" keeps its locks until ``until_tick`` (None: forever)."""
         w = self.w
@@ -297,12 +302,19 @@ class Workload:
             assert uid is not None
             plan = [(uid, op) for op in self._ops(uid, rows, inserts_only=True)]
         elif kind == "multi":
-            plan = [(u, op) for u in rng.sample(cands, min(len(cands), rng.randint(2, 3)))
-                    for op in self._ops(u, rng.randint(1, 3))]
+            plan = [
+                (u, op)
+                for u in rng.sample(cands, min(len(cands), rng.randint(2, 3)))
+                for op in self._ops(u, rng.randint(1, 3))
+            ]
         else:
             hot = w.cfg.hot_table_share
             u = HOT_UID if hot and HOT_UID in cands and rng.random() < hot else rng.choice(cands)
-            n = max(20, min(400, w.cfg.rows // 8)) if kind == "large" else rng.randint(1, 5 if kind != "1pc" else 2)
+            n = (
+                max(20, min(400, w.cfg.rows // 8))
+                if kind == "large"
+                else rng.randint(1, 5 if kind != "1pc" else 2)
+            )
             plan = [(u, op) for op in self._ops(u, n)]
         for u, op in plan:
             if u not in txn.epochs:
@@ -376,8 +388,19 @@ class Workload:
                 prev = w.store.latest(m.pid, m.key)
                 old = prev.value if prev is not None and prev.put else b""
                 w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.phys)
-                w.emit(m.key, (COMMITTED, txn.start_ts, txn.commit_ts, PUT if m.put else DELETE, m.key, m.value,
-                               old, 0))
+                w.emit(
+                    m.key,
+                    (
+                        COMMITTED,
+                        txn.start_ts,
+                        txn.commit_ts,
+                        PUT if m.put else DELETE,
+                        m.key,
+                        m.value,
+                        old,
+                        0,
+                    ),
+                )
             self._finish(txn, committed=True)
             return
         if txn.state == "prewrite":
@@ -473,8 +496,7 @@ class Workload:
                     named["_tidb_rowid"] = m.pk[-1]
                 w.oplog.add((txn.commit_ts, "put", d.db, d.name, named))
             else:
-                keys = {"_tidb_rowid": m.pk[-1]} if -1 in m.pk else {
-                    c.name: m.pk[c.id] for c in d.pk_columns}
+                keys = {"_tidb_rowid": m.pk[-1]} if -1 in m.pk else {c.name: m.pk[c.id] for c in d.pk_columns}
                 w.oplog.add((txn.commit_ts, "delete", d.db, d.name, keys))
 
     def _finish(self, txn: Txn, *, committed: bool) -> None:

@@ -20,6 +20,7 @@ PLAN = CollapsePlan(
     table_floor={0: 10, 1: 10},
     resolved_ts=1000,
     segment_bounds={0: [500], 1: []},
+    windows={"s1": (0, 2000), "s0": (0, 15)},
 )
 
 
@@ -114,3 +115,13 @@ def test_a_contract_breaking_row_comes_out_first_as_bad(row) -> None:
     assert table_idx == [BAD_ROWS, 0], "one bad row is enough to name the place"
     bad = result.slice(0, 1).to_pylist()[0]
     assert (bad["key"], bad["op"], bad["commit_ts"], bad["scan_id"], bad["region_id"]) == (*row[:3], "s1", 1)
+
+
+def test_each_capture_contributes_only_its_window() -> None:
+    rows = changes(
+        (record_key(ORDERS, 1), "PUT", 14, b"s0, inside (0, 15]"),
+        (record_key(ORDERS, 2), "PUT", 20, b"s0, after its window: another capture's"),
+        (b"m\x00not a record", "PUT", 20, b"a bad row outside the window is not this run's"),
+    )
+    rows = rows.set_column(0, "scan_id", pa.array(["s0"] * 3))
+    assert out(collapse_changes(rows, PLAN)) == [(0, 0, "PUT", 14, record_key(ORDERS, 1))]
