@@ -1,8 +1,9 @@
-"""From raw events to one change per row key: match, window, attribute to tables, collapse.
+"""From raw events to one change per row key: key ranges, match, window, collapse.
 
-Spark logic as functions from DataFrame to DataFrame. Python touches events only where a region stream
-must be replayed in order (the matcher, through `applyInArrow`); everything else is built-in functions.
-COMMITTED events are self-contained and skip the matcher (and its shuffle) entirely.
+Spark logic as functions from DataFrame to DataFrame; Python touches events per key range through
+`mapInArrow`, where a region stream must be replayed in order and the last change per key kept. One
+shuffle serves both: partition i of `by_key_range` holds every event of key range i. COMMITTED events
+are self-contained and become changes without the matcher.
 """
 
 from __future__ import annotations

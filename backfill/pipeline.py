@@ -1,7 +1,8 @@
 """`backfill run`: captures → matched, windowed, collapsed changes → one Delta MERGE per table per segment.
 
-The flow follows DESIGN.md "Backfill, as the data flows": plan (checkpoints, chain of captures), read,
-match, resolve, schema, decode, collapse, merge, report. Only plans and counts reach the driver.
+The flow follows DESIGN.md "Backfill, as the data flows": plan (checkpoints, chain of captures), resolve
+(region states from a light pass, then the chain), match and collapse (one shuffle by key range), decode
+(all of it before the first commit), merge, report. Only plans, region states and counts reach the driver.
 """
 
 from __future__ import annotations

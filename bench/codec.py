@@ -41,16 +41,23 @@ from backfill.codec import DecodeStats, TableSchema, decode_batch, decode_row, e
 from backfill.codec.tableinfo import column_info, table_info
 
 TABLE_ID = 100
-SCHEMA = TableSchema.from_table_info(table_info(TABLE_ID, "orders", [
-    column_info(1, "id", "bigint", primary_key=True),
-    column_info(2, "name", "varchar(64)"),
-    column_info(3, "qty", "int"),
-    column_info(4, "price", "decimal(12,2)"),
-    column_info(5, "created", "datetime"),
-    column_info(6, "score", "double"),
-    column_info(7, "attrs", "json"),
-    column_info(8, "status", "enum('new','paid','shipped','done')"),
-], pk="int"))
+SCHEMA = TableSchema.from_table_info(
+    table_info(
+        TABLE_ID,
+        "orders",
+        [
+            column_info(1, "id", "bigint", primary_key=True),
+            column_info(2, "name", "varchar(64)"),
+            column_info(3, "qty", "int"),
+            column_info(4, "price", "decimal(12,2)"),
+            column_info(5, "created", "datetime"),
+            column_info(6, "score", "double"),
+            column_info(7, "attrs", "json"),
+            column_info(8, "status", "enum('new','paid','shipped','done')"),
+        ],
+        pk="int",
+    )
+)
 STATUSES = ("new", "paid", "shipped", "done")
 
 
@@ -66,8 +73,11 @@ def uniform_rows(rows: int, *, json_distinct: int = 0, seed: int = 7) -> tuple[l
             4: Decimal(rnd.randrange(0, 10**9)).scaleb(-2),
             5: base + dt.timedelta(seconds=rnd.randrange(0, 365 * 86400)),
             6: rnd.random() * 1000,
-            7: {"k": rnd.randrange(json_distinct) if json_distinct else i,
-                "tags": ["a", "b"][: rnd.randrange(3)], "ok": rnd.random() < 0.5},
+            7: {
+                "k": rnd.randrange(json_distinct) if json_distinct else i,
+                "tags": ["a", "b"][: rnd.randrange(3)],
+                "ok": rnd.random() < 0.5,
+            },
             8: STATUSES[rnd.randrange(4)],
         }
         if rnd.random() < 0.05:
@@ -119,8 +129,9 @@ def _write(case: Case, out: Path, batch_rows: int) -> tuple[Path, Path]:
     events = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
     events_path, columns_path = out / "events.parquet", out / "columns.parquet"
     pq.write_table(events, events_path)
-    decoded = pa.Table.from_batches([decode_batch(case.schema, b)
-                                     for b in events.to_batches(max_chunksize=batch_rows)])
+    decoded = pa.Table.from_batches(
+        [decode_batch(case.schema, b) for b in events.to_batches(max_chunksize=batch_rows)]
+    )
     for i in range(0, case.rows, max(1, case.rows // 2000)):  # the reference, on a sample of rows
         assert decoded.slice(i, 1).to_pylist()[0] == decode_row(case.schema, keys[i], values[i]), i
     pq.write_table(decoded.replace_schema_metadata(None), columns_path)
@@ -164,8 +175,12 @@ def run_case(case: Case, batch_rows: int, keep: str | None, tag: str, repeat: in
             stats = DecodeStats()
 
             def decode_all(events=events, stats=stats) -> pa.Table:
-                return pa.Table.from_batches([decode_batch(case.schema, b, stats=stats)
-                                              for b in events.to_batches(max_chunksize=batch_rows)])
+                return pa.Table.from_batches(
+                    [
+                        decode_batch(case.schema, b, stats=stats)
+                        for b in events.to_batches(max_chunksize=batch_rows)
+                    ]
+                )
 
             _, dec_cpu, decoded = _timed(decode_all)
             assert decoded.num_rows == floor.num_rows == case.rows
@@ -183,14 +198,19 @@ def _rate(rows: int, seconds: float) -> str:
 
 def report(results: list[Result], batch_rows: int) -> None:
     print(f"\nrows/s per core (cpu time, best run), batches of {batch_rows:,} rows")
-    print(f"{'table':<11}{'rows':>11}{'floor':>12}{'decode':>12}{'read+decode':>13}"
-          f"{'ratio':>8}{'fallback':>10}")
+    print(
+        f"{'table':<11}{'rows':>11}{'floor':>12}{'decode':>12}{'read+decode':>13}{'ratio':>8}{'fallback':>10}"
+    )
     for r in results:
         total = r.read_cpu + r.decode_cpu
-        print(f"{r.name:<11}{r.rows:>11,}{_rate(r.rows, r.floor_cpu):>12}{_rate(r.rows, r.decode_cpu):>12}"
-              f"{_rate(r.rows, total):>13}{total / r.floor_cpu:>7.1f}x{r.fallback:>10,}")
-    print("floor: pyarrow reading the decoded columns from Parquet; decode: decode_batch alone; "
-          "ratio: (read events + decode) / floor")
+        print(
+            f"{r.name:<11}{r.rows:>11,}{_rate(r.rows, r.floor_cpu):>12}{_rate(r.rows, r.decode_cpu):>12}"
+            f"{_rate(r.rows, total):>13}{total / r.floor_cpu:>7.1f}x{r.fallback:>10,}"
+        )
+    print(
+        "floor: pyarrow reading the decoded columns from Parquet; decode: decode_batch alone; "
+        "ratio: (read events + decode) / floor"
+    )
 
 
 def main() -> None:
@@ -202,17 +222,26 @@ def main() -> None:
     p.add_argument("--batch-rows", type=int, default=65_536)
     p.add_argument("--repeat", type=int, default=3, help="timed runs per table (the best one counts)")
     p.add_argument("--keep", help="keep the Parquet files in this directory (and reuse them on the next run)")
-    p.add_argument("--json-distinct", type=int, default=0,
-                   help="distinct JSON values of the uniform table (0: every row's JSON differs, the worst case)")
+    p.add_argument(
+        "--json-distinct",
+        type=int,
+        default=0,
+        help="distinct JSON values of the uniform table (0: every row's JSON differs, the worst case)",
+    )
     args = p.parse_args()
     table = "realistic" if args.realistic else args.table
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)
     cases = []
     if table in ("both", "uniform"):
-        cases.append((Case("uniform", SCHEMA, args.rows,
-                           lambda n: uniform_rows(n, json_distinct=args.json_distinct)),
-                      f"uniform {args.json_distinct}"))
+        cases.append(
+            (
+                Case(
+                    "uniform", SCHEMA, args.rows, lambda n: uniform_rows(n, json_distinct=args.json_distinct)
+                ),
+                f"uniform {args.json_distinct}",
+            )
+        )
     if table in ("both", "realistic"):
         cases.append((Case("realistic", realistic_table(), args.realistic_rows, realistic_rows), "realistic"))
     results = [run_case(case, args.batch_rows, args.keep, tag, args.repeat) for case, tag in cases]

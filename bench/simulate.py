@@ -36,16 +36,21 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="tidelake-bench-")) / "sim"
     began = time.perf_counter()
     try:
-        result = simulate(SimulationConfig(out=out, seed=args.seed, tables=args.tables, rows=args.rows,
-                                           txns=txns, scans=scans))
+        result = simulate(
+            SimulationConfig(
+                out=out, seed=args.seed, tables=args.tables, rows=args.rows, txns=txns, scans=scans
+            )
+        )
     finally:
         if args.out is None:
             shutil.rmtree(out.parent, ignore_errors=True)
     elapsed = time.perf_counter() - began
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"simulate: {result.events:,} events ({txns:,} txns, {scans} scans, {args.tables} tables x "
-          f"{args.rows:,} seeded rows) in {elapsed:.1f}s = {result.events / elapsed:,.0f} events/s; "
-          f"peak RSS {rss_mb:,.0f} MiB")
+    print(
+        f"simulate: {result.events:,} events ({txns:,} txns, {scans} scans, {args.tables} tables x "
+        f"{args.rows:,} seeded rows) in {elapsed:.1f}s = {result.events / elapsed:,.0f} events/s; "
+        f"peak RSS {rss_mb:,.0f} MiB"
+    )
     return 0
 
 

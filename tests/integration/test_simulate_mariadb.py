@@ -16,10 +16,15 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.parametrize("seed", [1, 2, 5])
-def test_mariadb_holds_the_expected_state_of_the_last_scan(tmp_path: Path, mariadb_url: str, seed: int) -> None:
+def test_mariadb_holds_the_expected_state_of_the_last_scan(
+    tmp_path: Path, mariadb_url: str, seed: int
+) -> None:
     out = tmp_path / "sim"
-    result = simulate(SimulationConfig(out=out, seed=seed, rows=24, txns=200, scans=4, ddls_per_scan=3,
-                                       mysql_url=mariadb_url))
+    result = simulate(
+        SimulationConfig(
+            out=out, seed=seed, rows=24, txns=200, scans=4, ddls_per_scan=3, mysql_url=mariadb_url
+        )
+    )
     assert result.mysql_applied
     expected = load_expected(out, load_index(out)[-1]["scan_id"])
     target = parse_mysql_url(mariadb_url)

@@ -14,7 +14,9 @@ from tests.expected import warehouse_differences
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-def test_demo_runs_two_windows_and_ends_equal(spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_runs_two_windows_and_ends_equal(
+    spark, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     conf = tmp_path / "demo.toml"
     sim, wh = tmp_path / "sim", tmp_path / "wh"
     conf.write_text(

@@ -146,7 +146,9 @@ def test_wide_table_fast_path():
 
 
 # A v1 datum the vectorised path leaves to the per-row decoder: a DECIMAL of a column the schema lacks.
-_UNKNOWN_DECIMAL = bytes([0x08]) + encode_varint(99) + bytes([0x06, 5, 2]) + encode_decimal_bin(Decimal("12.34"), 5, 2)
+_UNKNOWN_DECIMAL = (
+    bytes([0x08]) + encode_varint(99) + bytes([0x06, 5, 2]) + encode_decimal_bin(Decimal("12.34"), 5, 2)
+)
 
 
 def test_fallback_rows_are_merged_in_order():

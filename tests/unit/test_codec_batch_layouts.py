@@ -36,8 +36,9 @@ from tests.unit.test_codec_strategies import RandomTable, random_rows, random_ta
 
 pytestmark = pytest.mark.unit
 
-SETTINGS = settings(max_examples=120, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 # Columns the reader has but writers never wrote (ADD COLUMN): every fill rule once.
 ADDED = [
@@ -51,8 +52,11 @@ ADDED = [
 PK_COLUMNS = {
     "int": [column_info(1000, "pk", "bigint", primary_key=True)],
     "common": [column_info(1000, "pk", "bigint"), column_info(1001, "pk2", "varbinary(8)")],
-    "common_text": [column_info(1000, "pk", "int unsigned"), column_info(1001, "pk2", "char(6)"),
-                    column_info(1002, "pk3", "date")],
+    "common_text": [
+        column_info(1000, "pk", "int unsigned"),
+        column_info(1001, "pk2", "char(6)"),
+        column_info(1002, "pk3", "date"),
+    ],
 }
 
 
@@ -67,16 +71,23 @@ def _assert_same(schema: TableSchema, batch: pa.RecordBatch) -> DecodeStats:
     ref = decode_batch_rowwise(schema, batch, stats=ref_stats)
     assert fast.schema.remove_metadata() == schema.arrow_schema
     assert fast.to_pylist() == ref.to_pylist()
-    assert (fast_stats.rows, fast_stats.zero_dates, fast_stats.filled) == \
-        (ref_stats.rows, ref_stats.zero_dates, ref_stats.filled)
+    assert (fast_stats.rows, fast_stats.zero_dates, fast_stats.filled) == (
+        ref_stats.rows,
+        ref_stats.zero_dates,
+        ref_stats.filled,
+    )
     assert fast.schema.metadata[ZERO_DATES_METADATA_KEY] == str(ref_stats.zero_dates).encode()
     return fast_stats
 
 
 def _with_checksum(value: bytes, extra: bool) -> bytes:
     """A v2 row with the HAS_CHECKSUM flag and its trailer (reference §3.1)."""
-    return value[:1] + bytes([value[1] | 0x02]) + value[2:] + (bytes([0x09]) + bytes(8) if extra
-                                                               else bytes([0x01]) + b"\xaa\xbb\xcc\xdd")
+    return (
+        value[:1]
+        + bytes([value[1] | 0x02])
+        + value[2:]
+        + (bytes([0x09]) + bytes(8) if extra else bytes([0x01]) + b"\xaa\xbb\xcc\xdd")
+    )
 
 
 def _pk_values(pk: str, i: int) -> dict[int, object]:
@@ -85,8 +96,11 @@ def _pk_values(pk: str, i: int) -> dict[int, object]:
     if pk == "common":
         return {1000: i * 7 - 3, 1001: bytes([i % 256]) * (i % 11)}
     if pk == "common_text":
-        return {1000: 2**32 - 1 - i, 1001: "ab"[: i % 3] + "é" * (i % 2),
-                1002: ZERO_TIME if i % 5 == 0 else dt.date(2000, 1, 1) + dt.timedelta(days=i)}
+        return {
+            1000: 2**32 - 1 - i,
+            1001: "ab"[: i % 3] + "é" * (i % 2),
+            1002: ZERO_TIME if i % 5 == 0 else dt.date(2000, 1, 1) + dt.timedelta(days=i),
+        }
     return {}
 
 
@@ -94,8 +108,9 @@ def _key(schema: TableSchema, pk: str, i: int, values: dict[int, object]) -> byt
     if pk in ("rowid", "int"):
         return record_key(schema.table_id, values.get(1000, i * 13 - 4))
     by_id = schema.by_id
-    return record_key(schema.table_id, [(col, values[col.id]) for col, _ in schema.common_handle
-                                        if col.id in by_id])
+    return record_key(
+        schema.table_id, [(col, values[col.id]) for col, _ in schema.common_handle if col.id in by_id]
+    )
 
 
 @dataclass
@@ -123,11 +138,14 @@ def layouts(draw) -> Layout:
     cols = [dict(c, id=ids[c["id"]]) for c in table.schema.table_info["cols"]]
     pk_cols = PK_COLUMNS.get(pk, [])
     pk_arg = {"rowid": None, "int": "int", "common": ["pk2", "pk"], "common_text": ["pk2", "pk", "pk3"]}[pk]
-    writer = TableSchema.from_table_info(table_info(table.schema.table_id, "rand", [*pk_cols, *cols], pk=pk_arg))
+    writer = TableSchema.from_table_info(
+        table_info(table.schema.table_id, "rand", [*pk_cols, *cols], pk=pk_arg)
+    )
     dropped = draw(st.sets(st.sampled_from([c["id"] for c in cols]), max_size=len(cols) - 1))
     kept = [c for c in cols if c["id"] not in dropped]
     reader = TableSchema.from_table_info(
-        table_info(table.schema.table_id, "rand", [*pk_cols, *kept, *ADDED], pk=pk_arg))
+        table_info(table.schema.table_id, "rand", [*pk_cols, *kept, *ADDED], pk=pk_arg)
+    )
     return Layout(table, writer, reader, pk, ids)
 
 
@@ -144,8 +162,12 @@ def test_many_columns_any_layout_equals_decode_row(data, layout, large):
         value = encode_row(writer, vals, version=version)
         if version == 2 and data.draw(st.integers(0, 5)) == 0:
             value = _with_checksum(value, extra=data.draw(st.booleans()))
-        if version == 1 and any(writer.by_id[cid].kind in (ColumnKind.DECIMAL, ColumnKind.DECIMAL_STR)
-                                and v is not None and cid not in reader.by_id for cid, v in vals.items()):
+        if version == 1 and any(
+            writer.by_id[cid].kind in (ColumnKind.DECIMAL, ColumnKind.DECIMAL_STR)
+            and v is not None
+            and cid not in reader.by_id
+            for cid, v in vals.items()
+        ):
             expect_fallback += 1  # a dropped column's v1 DECIMAL datum: left to the per-row decoder
         keys.append(_key(writer, pk, i, vals))
         values.append(value)
@@ -175,7 +197,7 @@ def test_corrupted_row_fails_like_the_per_row_path(data, layout):
         at = data.draw(st.integers(0, len(raw) - 1))
         raw[at] = data.draw(st.integers(0, 255))
     elif how == "truncate":
-        del raw[data.draw(st.integers(0, max(len(raw) - 1, 0))):]
+        del raw[data.draw(st.integers(0, max(len(raw) - 1, 0))) :]
     elif how == "insert":
         raw.insert(data.draw(st.integers(0, len(raw))), data.draw(st.integers(0, 255)))
     else:
@@ -190,8 +212,13 @@ def test_corrupted_row_fails_like_the_per_row_path(data, layout):
         with pytest.raises(CodecError) as info:
             decode_batch(reader, batch)
         got = info.value
-        assert (got.reason, got.table_id, got.handle, got.offset, got.column) == \
-            (e.reason, e.table_id, e.handle, e.offset, e.column)
+        assert (got.reason, got.table_id, got.handle, got.offset, got.column) == (
+            e.reason,
+            e.table_id,
+            e.handle,
+            e.offset,
+            e.column,
+        )
         return
     assert _nan_safe(decode_batch(reader, batch).to_pylist()) == _nan_safe(ref.to_pylist())
 
@@ -203,25 +230,52 @@ def _nan_safe(rows: list[dict[str, object]]) -> list[dict[str, object]]:
 
 def test_thousands_of_distinct_layouts_take_the_fast_path():
     """Every row with its own NULL/absent pattern over 40 columns of many kinds, ids past 255 included."""
-    kinds = ["bigint", "int unsigned", "double", "float", "decimal(12,2)", "decimal(30,4)", "decimal(50,10)",
-             "varchar(20)", "varbinary(8)", "date", "datetime(3)", "timestamp(6)", "time(2)", "year",
-             "enum('a','b','c')", "set('a','b','c')", "bit(10)", "json", "tinyint", "smallint unsigned"]
+    kinds = [
+        "bigint",
+        "int unsigned",
+        "double",
+        "float",
+        "decimal(12,2)",
+        "decimal(30,4)",
+        "decimal(50,10)",
+        "varchar(20)",
+        "varbinary(8)",
+        "date",
+        "datetime(3)",
+        "timestamp(6)",
+        "time(2)",
+        "year",
+        "enum('a','b','c')",
+        "set('a','b','c')",
+        "bit(10)",
+        "json",
+        "tinyint",
+        "smallint unsigned",
+    ]
     cols = [column_info(1, "id", "bigint", primary_key=True)]
     cols += [column_info(2 + i + (300 if i >= 20 else 0), f"c{i}", kinds[i % len(kinds)]) for i in range(40)]
     schema = TableSchema.from_table_info(table_info(42, "wide", cols, pk="int"))
     samples = {
-        "bigint": lambda i: i * 1_000_003 - 7, "int unsigned": lambda i: i * 977, "double": lambda i: i / 7,
-        "float": lambda i: i / 8, "decimal(12,2)": lambda i: Decimal(i) / 4 - 50,
+        "bigint": lambda i: i * 1_000_003 - 7,
+        "int unsigned": lambda i: i * 977,
+        "double": lambda i: i / 7,
+        "float": lambda i: i / 8,
+        "decimal(12,2)": lambda i: Decimal(i) / 4 - 50,
         "decimal(30,4)": lambda i: Decimal(i * 10**20 + 3) / 10**4 * (-1) ** i,
         "decimal(50,10)": lambda i: Decimal(i * 10**35 + i) / 10**10 * (-1) ** i,
-        "varchar(20)": lambda i: f"é{i}", "varbinary(8)": lambda i: bytes([i % 256]) * (i % 8),
+        "varchar(20)": lambda i: f"é{i}",
+        "varbinary(8)": lambda i: bytes([i % 256]) * (i % 8),
         "date": lambda i: ZERO_TIME if i % 9 == 0 else dt.date(1990, 1, 1) + dt.timedelta(days=i),
         "datetime(3)": lambda i: dt.datetime(2001, 2, 3, 4, 5, 6, 7000) + dt.timedelta(seconds=i),
         "timestamp(6)": lambda i: dt.datetime(2001, 2, 3, tzinfo=dt.UTC) + dt.timedelta(microseconds=i),
-        "time(2)": lambda i: dt.timedelta(hours=i % 839, seconds=-i), "year": lambda i: 1901 + i % 255,
-        "enum('a','b','c')": lambda i: "abc"[i % 3], "set('a','b','c')": lambda i: ",".join("abc"[: i % 4]),
-        "bit(10)": lambda i: i % 1024, "json": lambda i: {"k": i, "t": ["x"] * (i % 3)} if i % 4 else [i],
-        "tinyint": lambda i: i % 256 - 128, "smallint unsigned": lambda i: i % 65536,
+        "time(2)": lambda i: dt.timedelta(hours=i % 839, seconds=-i),
+        "year": lambda i: 1901 + i % 255,
+        "enum('a','b','c')": lambda i: "abc"[i % 3],
+        "set('a','b','c')": lambda i: ",".join("abc"[: i % 4]),
+        "bit(10)": lambda i: i % 1024,
+        "json": lambda i: {"k": i, "t": ["x"] * (i % 3)} if i % 4 else [i],
+        "tinyint": lambda i: i % 256 - 128,
+        "smallint unsigned": lambda i: i % 65536,
     }
     keys, values = [], []
     for r in range(3000):
@@ -239,6 +293,7 @@ def test_thousands_of_distinct_layouts_take_the_fast_path():
 
 
 # ---------------------------------------------------------------- decode_keys
+
 
 def _keys_reference(schema: TableSchema, keys: list[bytes]) -> list[dict[str, object]]:
     return [_key_row(schema, k) for k in keys]
@@ -261,26 +316,33 @@ def test_decode_keys_equals_the_key_part_of_decode_row(pk):
         row = decode_row(schema, key, value)
         assert got == {name: row[name] for name in schema.pk_columns}
     # chunked and large_binary input, and no keys at all
-    chunked = pa.chunked_array([pa.array(keys[:10], pa.large_binary()), pa.array(keys[10:], pa.large_binary())])
+    chunked = pa.chunked_array(
+        [pa.array(keys[:10], pa.large_binary()), pa.array(keys[10:], pa.large_binary())]
+    )
     assert decode_keys(schema, chunked).to_pylist() == out.to_pylist()
     assert decode_keys(schema, pa.array([], pa.binary())).num_rows == 0
 
 
 def test_decode_keys_unsigned_and_small_int_pk():
-    for sql, handle, expect in (("bigint unsigned", 2**64 - 1, Decimal(2**64 - 1)), ("int unsigned", 2**32 - 1,
-                                                                                      2**32 - 1)):
+    for sql, handle, expect in (
+        ("bigint unsigned", 2**64 - 1, Decimal(2**64 - 1)),
+        ("int unsigned", 2**32 - 1, 2**32 - 1),
+    ):
         schema = TableSchema.from_table_info(
-            table_info(8, "u", [column_info(1, "id", sql, primary_key=True)], pk="int"))
+            table_info(8, "u", [column_info(1, "id", sql, primary_key=True)], pk="int")
+        )
         assert decode_keys(schema, pa.array([record_key(8, handle)])).to_pylist() == [{"id": expect}]
-    schema = TableSchema.from_table_info(table_info(8, "s", [column_info(1, "id", "int", primary_key=True)],
-                                                    pk="int"))
+    schema = TableSchema.from_table_info(
+        table_info(8, "s", [column_info(1, "id", "int", primary_key=True)], pk="int")
+    )
     with pytest.raises(CodecError, match="out of range"):
         decode_keys(schema, pa.array([record_key(8, 1), record_key(8, 2**40)]))
 
 
 def test_decode_keys_decimal_pk_goes_row_by_row():
-    schema = TableSchema.from_table_info(table_info(
-        9, "d", [column_info(1, "d", "decimal(12,2)"), column_info(2, "v", "int")], pk=["d"]))
+    schema = TableSchema.from_table_info(
+        table_info(9, "d", [column_info(1, "d", "decimal(12,2)"), column_info(2, "v", "int")], pk=["d"])
+    )
     keys = [record_key(9, [(schema.by_id[1], Decimal(i) / 4)]) for i in range(5)]
     assert decode_keys(schema, pa.array(keys)).to_pylist() == [{"d": Decimal(i) / 4} for i in range(5)]
 
@@ -289,10 +351,14 @@ def test_decode_keys_decimal_pk_goes_row_by_row():
 def test_decode_keys_bad_keys_raise(pk):
     pk_arg = {"rowid": None, "int": "int", "common": ["pk2", "pk"]}[pk]
     schema = TableSchema.from_table_info(
-        table_info(77, "t", [*PK_COLUMNS.get(pk, []), column_info(5, "v", "int")], pk=pk_arg))
+        table_info(77, "t", [*PK_COLUMNS.get(pk, []), column_info(5, "v", "int")], pk=pk_arg)
+    )
     good = [_key(schema, pk, i, _pk_values(pk, i)) for i in range(3)]
-    other_table = record_key(78, 1) if pk != "common" else \
-        record_key(78, [(schema.by_id[1001], b"x"), (schema.by_id[1000], 1)])
+    other_table = (
+        record_key(78, 1)
+        if pk != "common"
+        else record_key(78, [(schema.by_id[1001], b"x"), (schema.by_id[1000], 1)])
+    )
     with pytest.raises(CodecError) as info:
         decode_keys(schema, pa.array([*good, other_table]))
     assert info.value.table_id == 78
@@ -307,13 +373,18 @@ def test_decode_keys_bad_keys_raise(pk):
 def test_decode_keys_common_handle_with_odd_datums_falls_back():
     """Odd clustered keys (an extra datum, a NULL datum) go the per-row way, with its result."""
     schema = TableSchema.from_table_info(
-        table_info(77, "t", [*PK_COLUMNS["common"], column_info(5, "v", "int")], pk=["pk2", "pk"]))
+        table_info(77, "t", [*PK_COLUMNS["common"], column_info(5, "v", "int")], pk=["pk2", "pk"])
+    )
     base = record_key(77, [(schema.by_id[1001], b"ab"), (schema.by_id[1000], 5)])
     extra = base + encode_key_datum(schema.by_id[1000], 6)
     assert decode_keys(schema, pa.array([extra])).to_pylist() == _keys_reference(schema, [extra])
     null_datum = base[:11] + b"\x00" + base[11 + 10 :]  # first datum NULL instead of b"ab"
     got = decode_keys(schema, pa.array([base, null_datum])).to_pylist()
-    assert got == _keys_reference(schema, [base, null_datum]) == [{"pk2": b"ab", "pk": 5}, {"pk2": None, "pk": 5}]
+    assert (
+        got
+        == _keys_reference(schema, [base, null_datum])
+        == [{"pk2": b"ab", "pk": 5}, {"pk2": None, "pk": 5}]
+    )
 
 
 def test_batches_are_decoded_in_chunks_of_bounded_cells(monkeypatch):
@@ -322,14 +393,32 @@ def test_batches_are_decoded_in_chunks_of_bounded_cells(monkeypatch):
 
     monkeypatch.setattr(arrow, "_CELL_BUDGET", 64)
     monkeypatch.setattr(arrow, "_MIN_CHUNK_ROWS", 5)
-    schema = TableSchema.from_table_info(table_info(5, "t", [
-        column_info(1, "id", "bigint", primary_key=True), column_info(2, "d", "date"),
-        column_info(3, "s", "varchar(10)"), column_info(4, "late", "int", origin_default="3")], pk="int"))
+    schema = TableSchema.from_table_info(
+        table_info(
+            5,
+            "t",
+            [
+                column_info(1, "id", "bigint", primary_key=True),
+                column_info(2, "d", "date"),
+                column_info(3, "s", "varchar(10)"),
+                column_info(4, "late", "int", origin_default="3"),
+            ],
+            pk="int",
+        )
+    )
     keys = [record_key(5, i) for i in range(37)]
-    values = [encode_row(schema, {2: ZERO_TIME if i % 3 else dt.date(2001, 1, i % 28 + 1), 3: f"s{i}"},
-                         version=1 if i % 7 == 0 else 2) for i in range(37)]
+    values = [
+        encode_row(
+            schema,
+            {2: ZERO_TIME if i % 3 else dt.date(2001, 1, i % 28 + 1), 3: f"s{i}"},
+            version=1 if i % 7 == 0 else 2,
+        )
+        for i in range(37)
+    ]
     # a dropped DECIMAL column's datum in a v1 row (28 % 7 == 0): left to the per-row decoder
-    values[28] += bytes([0x08]) + encode_varint(6) + bytes([0x06, 5, 2]) + encode_decimal_bin(Decimal("1.5"), 5, 2)
+    values[28] += (
+        bytes([0x08]) + encode_varint(6) + bytes([0x06, 5, 2]) + encode_decimal_bin(Decimal("1.5"), 5, 2)
+    )
     stats = _assert_same(schema, _batch(keys, values))
     assert stats.fallback_rows == 1
     values[33] = values[33][:-1]
@@ -339,8 +428,9 @@ def test_batches_are_decoded_in_chunks_of_bounded_cells(monkeypatch):
 
 
 def test_v1_row_with_very_many_datums_goes_row_by_row():
-    schema = TableSchema.from_table_info(table_info(6, "t", [column_info(1, "a", "int"), column_info(2, "b",
-                                                                                                  "varchar(5)")]))
+    schema = TableSchema.from_table_info(
+        table_info(6, "t", [column_info(1, "a", "int"), column_info(2, "b", "varchar(5)")])
+    )
     row = encode_row(schema, {1: 5, 2: "x"}, version=1)
     for cid in range(100, 300):  # columns this schema does not know (dropped long ago)
         row += bytes([0x08]) + encode_varint(cid) + bytes([0x08]) + encode_varint(cid)
@@ -350,8 +440,11 @@ def test_v1_row_with_very_many_datums_goes_row_by_row():
 
 
 def test_a_column_whose_every_cell_is_bad_raises_the_per_row_error():
-    schema = TableSchema.from_table_info(table_info(7, "j", [column_info(1, "id", "bigint", primary_key=True),
-                                                             column_info(2, "j", "json")], pk="int"))
+    schema = TableSchema.from_table_info(
+        table_info(
+            7, "j", [column_info(1, "id", "bigint", primary_key=True), column_info(2, "j", "json")], pk="int"
+        )
+    )
     keys = [record_key(7, i) for i in range(3)]
     # the JSON type code (first data byte, after the 9-byte header) made unknown
     values = [(v := encode_row(schema, {2: {"a": i}}))[:9] + b"\x02" + v[10:] for i in range(3)]

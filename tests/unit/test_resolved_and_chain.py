@@ -17,7 +17,11 @@ MID = record_key(45, 100)
 
 
 def test_span_resolved_ts_is_the_minimum_over_covering_regions() -> None:
-    regions = [RegionProgress(1, b"", MID, 30), RegionProgress(2, MID, b"", 20), RegionProgress(3, b"u", b"", 1)]
+    regions = [
+        RegionProgress(1, b"", MID, 30),
+        RegionProgress(2, MID, b"", 20),
+        RegionProgress(3, b"u", b"", 1),
+    ]
     progress = span_progress(START, END, regions, floor=10)
     assert progress.resolved_ts == 20 and progress.complete and progress.lagging_region == 2
 
@@ -51,9 +55,16 @@ def test_chain_takes_each_capture_past_the_last_and_reports_a_gap() -> None:
     s1, s2, s3 = scan("s1", 100, 200), scan("s2", 180, 300), scan("s3", 290, 400)
     resolved = {"s1": 190, "s2": 295, "s3": 390}
     chain = choose_chain(100, [s1, s2, s3], lambda s: resolved[s.scan_id])
-    assert [(link.scan.scan_id, link.lo, link.hi) for link in chain] == [("s1", 100, 190), ("s2", 190, 295), ("s3", 295, 390)]
+    assert [(link.scan.scan_id, link.lo, link.hi) for link in chain] == [
+        ("s1", 100, 190),
+        ("s2", 190, 295),
+        ("s3", 295, 390),
+    ]
     # from 190 on, s1 adds nothing
-    assert [link.scan.scan_id for link in choose_chain(190, [s1, s2, s3], lambda s: resolved[s.scan_id])] == ["s2", "s3"]
+    assert [link.scan.scan_id for link in choose_chain(190, [s1, s2, s3], lambda s: resolved[s.scan_id])] == [
+        "s2",
+        "s3",
+    ]
     # s3 alone cannot be reached from 190: a gap
     with pytest.raises(InputError, match="checkpoint ts 190 is older than every available capture"):
         choose_chain(190, [s3], lambda s: resolved[s.scan_id])

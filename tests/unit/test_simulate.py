@@ -45,6 +45,7 @@ def sims(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
 
 # ---------------------------------------------------------------- reading a scan
 
+
 class Scan:
     def __init__(self, path: Path) -> None:
         self.id = path.name
@@ -55,7 +56,9 @@ class Scan:
         self.events.sort(key=lambda e: (e["region_id"], e["seq"]))
         lines = (path / "schema" / "tables.jsonl").read_text().splitlines()
         self.tables = [json.loads(line) for line in lines]
-        self.jobs = [json.loads(line) for line in (path / "schema" / "ddl_jobs.jsonl").read_text().splitlines()]
+        self.jobs = [
+            json.loads(line) for line in (path / "schema" / "ddl_jobs.jsonl").read_text().splitlines()
+        ]
 
     def streams(self) -> dict[int, list[dict[str, Any]]]:
         out: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -74,6 +77,7 @@ def physical_ids(info: dict[str, Any]) -> list[int]:
 
 
 # ---------------------------------------------------------------- the naive consumer
+
 
 def naive_resolved(scan: Scan) -> int:
     """Region: last RESOLVED after INITIALIZED (or the checkpoint); table: min over its regions;
@@ -145,8 +149,10 @@ class Catalogs:
                 self.pending.append(j)
 
     def take(self, upto: int) -> list[dict[str, Any]]:
-        ready = sorted((j for j in self.pending if j["binlog"]["FinishedTS"] <= upto),
-                       key=lambda j: j["binlog"]["FinishedTS"])
+        ready = sorted(
+            (j for j in self.pending if j["binlog"]["FinishedTS"] <= upto),
+            key=lambda j: j["binlog"]["FinishedTS"],
+        )
         self.pending = [j for j in self.pending if j["binlog"]["FinishedTS"] > upto]
         return ready
 
@@ -186,8 +192,11 @@ def naive_chain(out: Path) -> list[tuple[str, int, dict[tuple[str, str], list[di
         assert scan.checkpoint <= resolved, f"{scan.id} leaves a gap"
         new_resolved = max(resolved, naive_resolved(scan))
         cat.add_jobs(scan.jobs)
-        steps: list[tuple[int, int, Any]] = [(ts, 1, (key, value)) for ts, key, value in committed_changes(scan)
-                                             if resolved < ts <= new_resolved]
+        steps: list[tuple[int, int, Any]] = [
+            (ts, 1, (key, value))
+            for ts, key, value in committed_changes(scan)
+            if resolved < ts <= new_resolved
+        ]
         steps += [(j["binlog"]["FinishedTS"], 2, j) for j in cat.take(new_resolved)]
         for ts, kind, what in sorted(steps, key=lambda s: (s[0], s[1])):
             if kind == 2:
@@ -210,7 +219,9 @@ def naive_chain(out: Path) -> list[tuple[str, int, dict[tuple[str, str], list[di
     return results
 
 
-def apply_ddl(cat: Catalogs, state: dict[int, dict[bytes, tuple[dict[int, Any], int]]], job: dict[str, Any]) -> None:
+def apply_ddl(
+    cat: Catalogs, state: dict[int, dict[bytes, tuple[dict[int, Any], int]]], job: dict[str, Any]
+) -> None:
     old = cat.at(job["binlog"]["FinishedTS"] - 1).get(job["table_id"])
     cat.apply(job)
     info = job["binlog"]["TableInfo"]
@@ -232,8 +243,9 @@ def apply_ddl(cat: Catalogs, state: dict[int, dict[bytes, tuple[dict[int, Any], 
                     row[c["id"]] = None if v is None else Decimal(v).quantize(Decimal(1).scaleb(-scale))
 
 
-def output(tables: dict[int, tuple[str, dict[str, Any]]],
-           state: dict[int, dict[bytes, tuple[dict[int, Any], int]]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def output(
+    tables: dict[int, tuple[str, dict[str, Any]]], state: dict[int, dict[bytes, tuple[dict[int, Any], int]]]
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
     out = {}
     for tid, (db, info) in tables.items():
         schema = schema_of(info)
@@ -257,6 +269,7 @@ def output(tables: dict[int, tuple[str, dict[str, Any]]],
 
 # ---------------------------------------------------------------- the main property
 
+
 @pytest.mark.parametrize("seed", SEEDS)
 def test_naive_replay_of_the_scans_reaches_the_expected_state(sims: dict[int, Path], seed: int) -> None:
     out = sims[seed]
@@ -273,6 +286,7 @@ def test_naive_replay_of_the_scans_reaches_the_expected_state(sims: dict[int, Pa
 
 
 # ---------------------------------------------------------------- the contract's shape
+
 
 def test_events_have_exactly_the_contract_columns(sims: dict[int, Path]) -> None:
     for path in sorted((sims[1] / "scans").iterdir()):
@@ -327,6 +341,7 @@ def test_expected_tables_use_the_delta_schema_sorted_by_primary_key(sims: dict[i
 
 # ---------------------------------------------------------------- stream properties
 
+
 def test_resolved_ts_is_truthful_per_region(sims: dict[int, Path]) -> None:
     for out in sims.values():
         for scan in scans_of(out):
@@ -350,7 +365,9 @@ def test_incremental_scan_is_not_bounded_by_current_ts(sims: dict[int, Path]) ->
     beyond = 0
     for out in sims.values():
         for scan in scans_of(out):
-            beyond += sum(1 for e in scan.events if e["type"] == "COMMITTED" and e["commit_ts"] > scan.current)
+            beyond += sum(
+                1 for e in scan.events if e["type"] == "COMMITTED" and e["commit_ts"] > scan.current
+            )
     assert beyond > 0
 
 
@@ -391,10 +408,18 @@ def test_some_locks_are_still_open_when_a_capture_ends(sims: dict[int, Path]) ->
     open_locks = 0
     for out in sims.values():
         for scan in scans_of(out):
-            ended = {(e["start_ts"], e["key"]) for e in scan.events
-                     if e["type"] in ("COMMIT", "COMMITTED", "ROLLBACK")}
-            open_locks += sum(1 for e in scan.events if e["type"] == "PREWRITE"
-                              and (e["start_ts"], e["key"]) not in ended and e["start_ts"] < scan.current)
+            ended = {
+                (e["start_ts"], e["key"])
+                for e in scan.events
+                if e["type"] in ("COMMIT", "COMMITTED", "ROLLBACK")
+            }
+            open_locks += sum(
+                1
+                for e in scan.events
+                if e["type"] == "PREWRITE"
+                and (e["start_ts"], e["key"]) not in ended
+                and e["start_ts"] < scan.current
+            )
         assert load_index(out)[-1]["resolved_ts"] < load_index(out)[-1]["current_ts"]
     assert open_locks > 0
 
@@ -409,7 +434,11 @@ def test_fake_prewrites_pipelined_generations_1pc_and_rollbacks_occur(sims: dict
                     fake += 1
                 if e["type"] == "PREWRITE" and e["generation"] > 1:
                     pipelined += 1
-                if e["type"] == "COMMITTED" and e["start_ts"] not in prewritten and e["commit_ts"] > scan.checkpoint:
+                if (
+                    e["type"] == "COMMITTED"
+                    and e["start_ts"] not in prewritten
+                    and e["commit_ts"] > scan.checkpoint
+                ):
                     one_pc += 1
                 if e["type"] == "ROLLBACK":
                     rollbacks += 1
@@ -447,8 +476,17 @@ def test_every_ddl_kind_occurs_and_rows_written_during_ddl_carry_tidb_state(tmp_
         for scan in scans:
             for j in scan.jobs:
                 t = j["type"]
-                name = {3: "create_table", 4: "drop_table", 5: "add_column", 6: "drop_column", 11: "truncate_table",
-                        14: "rename_table", 19: "add_partition", 20: "drop_partition", 23: "truncate_partition"}.get(t)
+                name = {
+                    3: "create_table",
+                    4: "drop_table",
+                    5: "add_column",
+                    6: "drop_column",
+                    11: "truncate_table",
+                    14: "rename_table",
+                    19: "add_partition",
+                    20: "drop_partition",
+                    23: "truncate_partition",
+                }.get(t)
                 if t == 12:
                     name = "rename_column" if "RENAME COLUMN" in j["query"] else "modify_column"
                 kinds.add(name or f"type {t}")
@@ -456,10 +494,13 @@ def test_every_ddl_kind_occurs_and_rows_written_during_ddl_carry_tidb_state(tmp_
                 if t == 5:  # a row committed before the ADD COLUMN finished already holds the new column id
                     new_id = j["binlog"]["TableInfo"]["cols"][-1]["id"]
                     early_new_column |= any(
-                        e["type"] == "COMMITTED" and e["commit_ts"] < j["binlog"]["FinishedTS"]
+                        e["type"] == "COMMITTED"
+                        and e["commit_ts"] < j["binlog"]["FinishedTS"]
                         and new_id in _v2_ids(e["value"] or b"")
                         and decode_record_key(e["key"]).table_id in physical_ids(j["binlog"]["TableInfo"])
-                        for s in scans for e in s.events)
+                        for s in scans
+                        for e in s.events
+                    )
     assert kinds == set(DDL_KINDS)
     assert early_new_column
 
@@ -485,7 +526,8 @@ def test_refuses_to_overwrite_a_previous_run(tmp_path: Path) -> None:
 
 
 def test_simulate_command_prints_json_and_refuses_an_occupied_folder(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from backfill.simulate.cli import simulate_command
     from tidelake.errors import TidelakeError
 
