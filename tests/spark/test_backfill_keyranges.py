@@ -50,3 +50,35 @@ def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> No
     assert by_name["app.hot"].decode_tasks > 1, "the hot table must spread over several tasks"
     assert by_name["app.cold"].decode_tasks == 1
     assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "hot")).count() == 240
+
+
+def test_a_regions_keyless_events_reach_every_key_range_it_spans(spark) -> None:
+    from pyspark.sql import functions as F
+
+    from backfill import changes as ch
+    from backfill.events import EVENTS_DDL
+
+    low, mid, high = record_key(100, 1), record_key(100, 50), record_key(100, 90)
+    rows = [
+        (1, 0, "INITIALIZED", None, None, None, None, None, None, 0, None),
+        (1, 1, "PREWRITE", 5, None, "PUT", low, b"v", None, 0, None),
+        (1, 2, "PREWRITE", 6, None, "PUT", high, b"w", None, 0, None),
+        (1, 3, "RESOLVED", None, None, None, None, None, None, 0, 4),
+        (2, 0, "INITIALIZED", None, None, None, None, None, None, 0, None),  # region 2 lies above mid
+    ]
+    events = spark.createDataFrame(rows, EVENTS_DDL).select(
+        "*", F.lit("s1").alias("scan_id"), F.lit(0).cast("bigint").alias("scan_checkpoint_ts")
+    )
+    ranges = ch.KeyRanges((mid,), tuple(ch.partition_tags(spark, 2)))
+    spans = {("s1", 1): (b"", b""), ("s1", 2): (mid, b"")}
+    placed = ch.by_key_range(events, ranges, spans).select(
+        "region_id", "type", "key", F.spark_partition_id().alias("range")
+    )
+    seen = sorted((r["region_id"], r["type"], r["key"] is not None and bytes(r["key"]) == high, r["range"])
+                  for r in placed.collect())  # fmt: skip
+    assert seen == [
+        (1, "INITIALIZED", False, 0), (1, "INITIALIZED", False, 1),
+        (1, "PREWRITE", False, 0), (1, "PREWRITE", True, 1),
+        (1, "RESOLVED", False, 0), (1, "RESOLVED", False, 1),
+        (2, "INITIALIZED", False, 1),
+    ]  # fmt: skip
