@@ -38,9 +38,7 @@ def test_region_streams_split_over_key_ranges_match_like_whole_ones(spark, tmp_p
     from backfill.scans import list_scans
 
     out = tmp_path / "sim"
-    simulate(
-        SimulationConfig(out=out, seed=seed, tables=3, rows=60, txns=300, scans=3, hot_table_share=0.7)
-    )
+    simulate(SimulationConfig(out=out, seed=seed, tables=3, rows=60, txns=300, scans=3, hot_table_share=0.7))
     conf = tmp_path / "job.toml"
     conf.write_text(f'[job]\nname = "sim"\n[source]\npath = "{out / "scans"}"\n'
                     f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
