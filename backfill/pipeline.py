@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 
 PARALLEL_JOBS = 4  # Spark jobs submitted at once in the decode and merge stages
+EVENTS_PER_RANGE = 2_000_000  # at most, about: a key range's events are held in memory together
 
 
 @dataclass
@@ -268,7 +269,9 @@ def events_by_key_range(
     events = read.filter((F.col("type") != COMMITTED) | committed)
     starts = {(scan.scan_id, r.region_id): r.start_key for scan in scans for r in scan.regions}
     region_counts = [(starts.get(region, b""), count) for region, count in event_counts.items()]
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # A key range is matched and collapsed in one Python worker's memory: more ranges for big inputs.
+    total = sum(event_counts.values())
+    partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions")), -(-total // EVENTS_PER_RANGE))
     ranges = ch.KeyRanges(
         tuple(ch.key_range_splits(region_counts, partitions)), tuple(ch.partition_tags(spark, partitions))
     )

@@ -82,3 +82,16 @@ def test_a_regions_keyless_events_reach_every_key_range_it_spans(spark) -> None:
         (1, "RESOLVED", False, 0), (1, "RESOLVED", False, 1),
         (2, "INITIALIZED", False, 1),
     ]  # fmt: skip
+
+
+def test_big_inputs_get_more_key_ranges_than_shuffle_partitions(spark, tmp_path: Path, monkeypatch) -> None:
+    from backfill import pipeline
+    from backfill.scans import list_scans
+    from backfill.simulate import SimulationConfig, simulate
+
+    simulate(SimulationConfig(out=tmp_path / "sim", seed=3, tables=2, rows=20, txns=40, scans=2))
+    scans = list_scans(spark, str(tmp_path / "sim" / "scans"))
+    counts = pipeline.survey_regions(spark, scans).event_counts
+    monkeypatch.setattr(pipeline, "EVENTS_PER_RANGE", 100)
+    shuffled = pipeline.events_by_key_range(spark, scans, counts)
+    assert shuffled.rdd.getNumPartitions() == -(-sum(counts.values()) // 100) > 2
