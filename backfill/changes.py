@@ -32,26 +32,23 @@ MATCH_OUTPUT_DDL = (
 _MATCH_FIELDS = [f.split() for f in MATCH_OUTPUT_DDL.split(", ")]
 _ARROW_TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "BOOLEAN": pa.bool_()}
 MATCH_OUTPUT_ARROW = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kind in _MATCH_FIELDS])
-MATCHER_INPUT = (
-    "scan_id", "scan_checkpoint_ts", "region_id", "seq", "type", "start_ts", "commit_ts", "op_type", "key", "value",
-    "generation", "resolved_ts",
-)  # fmt: skip
+REGION_LEVEL_COLUMNS = ("scan_id", "scan_checkpoint_ts", "region_id", "seq", "type", "resolved_ts")
 KEY_LEVEL_COLUMNS = (  # the matcher input columns only row events fill, with their types
     ("start_ts", "bigint"), ("commit_ts", "bigint"), ("op_type", "string"), ("key", "binary"), ("value", "binary"),
     ("generation", "bigint"),
 )  # fmt: skip
+MATCHER_INPUT = (*REGION_LEVEL_COLUMNS, *(name for name, _ in KEY_LEVEL_COLUMNS))
 CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "start_ts", "commit_ts")
 
 
 def match_region_stream(stream: pa.Table) -> pa.Table:
-    """Replay one (capture, region) stream through the matcher.
+    """Replay one (capture, region) stream, in seq order, through the matcher.
 
     Emits one `change` row per committed change, then one `region` row (resolved ts, initialized, open
     locks), or an `error` row naming the region, key and ts: raising inside a Python worker would lose
     the message in a JVM stack trace. Only small columns enter Python; keys go in as dictionary codes and
     values never do: the output takes them from the matched rows with Arrow.
     """
-    stream = stream.sort_by("seq")
     scan_id = stream.column("scan_id")[0].as_py()
     region_id = stream.column("region_id")[0].as_py()
     checkpoint_ts = stream.column("scan_checkpoint_ts")[0].as_py()
@@ -73,34 +70,18 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
             keys[i].as_py(),
         ),
     )
-    n_out = 0
     try:
         result = match_stream(cols, region_id, checkpoint_ts, where=f"scan {scan_id}")
     except MatchError as exc:
         return _single_row("error", scan_id, region_id, message=str(exc))
     commits = pa.array([i for i, _ in result.matches], pa.int64())
     prewrites = pa.array([p for _, p in result.matches], pa.int64())
-    n_out = len(result.matches)
     ops = stream.column("op_type").take(prewrites)
     values = pc.if_else(
         pc.equal(ops, "PUT"), stream.column("value").take(prewrites), pa.scalar(b"", pa.binary())
     )
-    changes = pa.table(
-        {
-            "kind": pa.array(["change"] * n_out, pa.string()),
-            "scan_id": pa.array([scan_id] * n_out, pa.string()),
-            "region_id": pa.array([region_id] * n_out, pa.int64()),
-            "key": keys.take(commits),
-            "op": ops,
-            "value": values,
-            "start_ts": stream.column("start_ts").take(commits),
-            "commit_ts": stream.column("commit_ts").take(commits),
-            "resolved_ts": pa.nulls(n_out, pa.int64()),
-            "initialized": pa.nulls(n_out, pa.bool_()),
-            "open_locks": pa.nulls(n_out, pa.int64()),
-            "message": pa.nulls(n_out, pa.string()),
-        },
-        schema=MATCH_OUTPUT_ARROW,
+    changes = _change_rows(
+        stream.select(["scan_id", "region_id", "key", "start_ts", "commit_ts"]).take(commits), ops, values
     )
     region = _single_row(
         "region", scan_id, region_id,
@@ -114,6 +95,7 @@ def region_state(
 ) -> dict[str, object]:
     """The `region` (or `error`) row the matcher gives for a region's INITIALIZED and RESOLVED events
     (`seq`, `type`, `resolved_ts` each); the other events do not change a region's state."""
+    events = sorted(events, key=lambda e: e["seq"])
     n = len(events)
     stream = pa.table(
         {
@@ -157,7 +139,8 @@ def match_key_range(events: pa.Table) -> pa.Table:
     """
     is_committed = pc.fill_null(pc.equal(events.column("type"), COMMITTED), False)
     fresh = pc.fill_null(pc.greater(events.column("commit_ts"), events.column("scan_checkpoint_ts")), False)
-    parts = [_committed_change_rows(events.filter(pc.and_(is_committed, fresh)))]
+    committed = events.filter(pc.and_(is_committed, fresh))
+    parts = [_change_rows(committed, committed.column("op_type"), committed.column("value"))]
     streams = events.filter(pc.invert(is_committed))
     if streams.num_rows:
         order = [("scan_id", "ascending"), ("region_id", "ascending"), ("seq", "ascending")]
@@ -172,18 +155,21 @@ def match_key_range(events: pa.Table) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def _committed_change_rows(committed: pa.Table) -> pa.Table:
-    n = committed.num_rows
+def _change_rows(
+    events: pa.Table, ops: pa.ChunkedArray | pa.Array, values: pa.ChunkedArray | pa.Array
+) -> pa.Table:
+    """`change` rows: key, ts and place from `events`, op and value as given."""
+    n = events.num_rows
     return pa.table(
         {
             "kind": pa.array(["change"] * n, pa.string()),
-            "scan_id": committed.column("scan_id"),
-            "region_id": committed.column("region_id"),
-            "key": committed.column("key"),
-            "op": committed.column("op_type"),
-            "value": committed.column("value"),
-            "start_ts": committed.column("start_ts"),
-            "commit_ts": committed.column("commit_ts"),
+            "scan_id": events.column("scan_id"),
+            "region_id": events.column("region_id"),
+            "key": events.column("key"),
+            "op": ops,
+            "value": values,
+            "start_ts": events.column("start_ts"),
+            "commit_ts": events.column("commit_ts"),
             "resolved_ts": pa.nulls(n, pa.int64()),
             "initialized": pa.nulls(n, pa.bool_()),
             "open_locks": pa.nulls(n, pa.int64()),
@@ -284,27 +270,6 @@ def in_windows(windows: Mapping[str, tuple[int, int]]) -> Column:
             & (F.col("commit_ts") <= F.lit(hi))
         )
     return condition
-
-
-def with_record_key_parts(changes: DataFrame) -> DataFrame:
-    """Add `is_record`, `physical_id` and `handle` (the key bytes after `t{id}_r`) with built-ins."""
-    from pyspark.sql import functions as F
-
-    key = F.col("key")
-    is_record = (
-        (F.length(key) > 11)
-        & (F.substring(key, 1, 1) == F.lit(bytearray(b"t")))
-        & (F.substring(key, 10, 2) == F.lit(bytearray(b"_r")))
-    )
-    # EncodeInt: 8 bytes big-endian of the id with the sign bit flipped.
-    unsigned = F.conv(F.hex(F.substring(key, 2, 8)), 16, 10).cast("decimal(20,0)")
-    physical_id = (unsigned - F.lit("9223372036854775808").cast("decimal(20,0)")).cast("bigint")
-    return changes.select(
-        "*",
-        is_record.alias("is_record"),
-        F.when(is_record, physical_id).alias("physical_id"),
-        F.when(is_record, F.expr("substring(key, 12, length(key) - 11)")).alias("handle"),
-    )
 
 
 def key_range_index(column: str, splits: Sequence[bytes]) -> Column:

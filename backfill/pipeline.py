@@ -25,7 +25,7 @@ from backfill.matcher import COMMITTED
 from backfill.plan import ScanProgress, choose_chain, scan_progress
 from backfill.report import RunResult, TableOutcome
 from backfill.scans import ScanManifest, list_scans
-from backfill.sink import create_table, merge_changes, overwrite_table
+from backfill.sink import create_table, has_no_rows, merge_changes, overwrite_table
 from tidelake import delta, fs
 from tidelake.errors import InputError
 
@@ -267,15 +267,14 @@ def events_by_key_range(
     if windows is not None:
         committed = committed & ch.in_windows(windows)
     events = read.filter((F.col("type") != COMMITTED) | committed)
-    starts = {(scan.scan_id, r.region_id): r.start_key for scan in scans for r in scan.regions}
-    region_counts = [(starts.get(region, b""), count) for region, count in event_counts.items()]
+    spans = {(scan.scan_id, r.region_id): (r.start_key, r.end_key) for scan in scans for r in scan.regions}
+    region_counts = [(spans.get(region, (b"",))[0], count) for region, count in event_counts.items()]
     # A key range is matched and collapsed in one Python worker's memory: more ranges for big inputs.
     total = sum(event_counts.values())
     partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions")), -(-total // EVENTS_PER_RANGE))
     ranges = ch.KeyRanges(
         tuple(ch.key_range_splits(region_counts, partitions)), tuple(ch.partition_tags(spark, partitions))
     )
-    spans = {(scan.scan_id, r.region_id): (r.start_key, r.end_key) for scan in scans for r in scan.regions}
     return ch.by_key_range(events, ranges, spans)
 
 
@@ -352,7 +351,7 @@ def _decode_all(
                 continue
             rows = collapsed.filter((F.col("table_idx") == index) & (F.col("segment") == seg))
             puts_only = seg == 0 and bool(counts.get((index, seg, "PUT")))
-            puts_only = puts_only and _has_no_rows(spark, warehouse, version.schema)
+            puts_only = puts_only and has_no_rows(spark, table_path(warehouse, version.schema))
             if puts_only:
                 rows = rows.filter(F.col("op") == "PUT")
             frame = decode_changes(rows, version.schema, zero_dates, tasks, tag=index).persist()
@@ -365,11 +364,6 @@ def _decode_all(
     for index, partition in tasks.value:
         per_table.setdefault(index, set()).add(partition)
     return decoded, {index: len(parts) for index, parts in per_table.items()}
-
-
-def _has_no_rows(spark: SparkSession, warehouse: str, schema: TableSchema) -> bool:
-    path = table_path(warehouse, schema)
-    return not delta.is_delta_table(spark, path) or delta.file_count(spark, path) == 0
 
 
 def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:

@@ -74,7 +74,7 @@ def merge_changes(
             .whenNotMatchedInsert(condition=f"s.{quote(OP)} = 'PUT'", values=columns)
         )
 
-    empty = _is_empty(spark, path)
+    empty = has_no_rows(spark, path)
     if puts_only and not empty:
         raise RuntimeError(f"{path}: rows appeared while this run decoded its changes; run again")
     if empty:
@@ -87,9 +87,9 @@ def merge_changes(
     return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
 
 
-def _is_empty(spark: SparkSession, path: str) -> bool:
-    """True for a table with no data files (just created, or truncated by a DDL step)."""
-    return delta.file_count(spark, path) == 0
+def has_no_rows(spark: SparkSession, path: str) -> bool:
+    """True where no table exists yet, or one with no data files (just created, or truncated by a DDL step)."""
+    return not delta.is_delta_table(spark, path) or delta.file_count(spark, path) == 0
 
 
 def _append(

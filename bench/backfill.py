@@ -152,6 +152,7 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
     from pyspark.sql import functions as F
 
     from backfill import changes as ch
+    from backfill.codec.keys import table_prefix
     from backfill.decode import decode_changes
     from backfill.pipeline import events_by_key_range, load_capture_schema, survey_regions, table_path
     from backfill.scans import list_scans
@@ -159,28 +160,27 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
 
     scans = list_scans(spark, config.source.path)
     counts = survey_regions(spark, scans).event_counts
-    log = ch.with_record_key_parts(ch.matched_changes(events_by_key_range(spark, scans, counts)))
+    log = ch.matched_changes(events_by_key_range(spark, scans, counts))
+    log = log.withColumn("table", F.substring("key", 1, 9))  # `t` + the physical table id
     log = log.withColumn("n", F.row_number().over(Window.orderBy("commit_ts", "key")))
     log = log.withColumn("batch", ((F.col("n") - 1) / batch).cast("int")).persist()
     batches = log.agg(F.max("batch")).first()[0] + 1  # the change log is the input of (b): not timed
 
     catalog = load_capture_schema(spark, scans[0], ["*.*"], scans[1:]).catalog
-    schemas = {pid: t.versions[-1].schema for t in catalog.tables for pid in t.physical_ids()}
+    schemas = {table_prefix(pid): t.versions[-1].schema for t in catalog.tables for pid in t.physical_ids()}
     warehouse = str(work / "stream-wh")
     started = time.perf_counter()
     for number in range(batches):
-        chunk = log.filter(F.col("batch") == number).dropDuplicates(
-            ["physical_id", "key", "start_ts", "commit_ts", "op"]
-        )
+        chunk = log.filter(F.col("batch") == number).dropDuplicates(["key", "start_ts", "commit_ts", "op"])
         last = chunk.withColumn(
             "r", F.row_number().over(Window.partitionBy("key").orderBy(F.desc("commit_ts")))
         )
         last = last.filter(F.col("r") == 1).persist()
-        for pid in [r[0] for r in last.select("physical_id").distinct().collect()]:
-            schema = schemas[pid]
+        for prefix in [bytes(r[0]) for r in last.select("table").distinct().collect()]:
+            schema = schemas[prefix]
             path = table_path(warehouse, schema)
             create_table(spark, path, schema)
-            rows = decode_changes(last.filter(F.col("physical_id") == pid), schema)
+            rows = decode_changes(last.filter(F.col("table") == F.lit(bytearray(prefix))), schema)
             merge_changes(
                 spark, path, schema, rows, app_id="bench:stream", txn_version=number + 1, metadata={}
             )

@@ -23,7 +23,14 @@ from backfill.codec.numbers import (
     encode_cmp_int,
     encode_cmp_uint,
 )
-from backfill.codec.schema import STRING_TPS, TP_VAR_STRING, TP_VARCHAR, ColumnKind, ColumnSchema
+from backfill.codec.schema import (
+    STRING_TPS,
+    TP_VAR_STRING,
+    TP_VARCHAR,
+    UNSIGNED_STORED,
+    ColumnKind,
+    ColumnSchema,
+)
 
 TABLE_PREFIX = b"t"
 RECORD_SEP = b"_r"
@@ -193,16 +200,7 @@ def encode_key_datum(col: ColumnSchema, value: Any) -> bytes:
         return bytes([INT_FLAG]) + encode_cmp_int(stored)
     if kind == ColumnKind.TIME:
         return bytes([DURATION_FLAG]) + encode_cmp_int(stored)
-    if kind in (
-        ColumnKind.UINT,
-        ColumnKind.UINT64,
-        ColumnKind.ENUM,
-        ColumnKind.SET,
-        ColumnKind.BIT,
-        ColumnKind.DATE,
-        ColumnKind.DATETIME,
-        ColumnKind.TIMESTAMP,
-    ):
+    if kind in UNSIGNED_STORED:
         return bytes([UINT_FLAG]) + encode_cmp_uint(stored)
     if kind in (ColumnKind.FLOAT32, ColumnKind.FLOAT64):
         return bytes([FLOAT_FLAG]) + encode_cmp_float(stored)

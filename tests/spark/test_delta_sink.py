@@ -74,11 +74,9 @@ def test_version_and_user_metadata_round_trip(spark, warehouse: str) -> None:
         spark, path, upsert(source), app_id=APP, txn_version=449_000_000_000_000_001, metadata=metadata
     )
 
-    commit = delta.last_commit(spark, path, APP)
-    assert commit is not None
-    assert commit.txn_version == 449_000_000_000_000_001
-    assert commit.user_metadata == metadata
-    assert commit.table_version == 1
+    assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(
+        table_version=1, txn_version=449_000_000_000_000_001, user_metadata=metadata
+    )
     assert delta.recorded_txn_version(spark, path, "tidelake:other-job") is None
 
 
@@ -139,7 +137,6 @@ def test_concurrent_merges_in_their_own_sessions_record_their_own_transactions(s
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(merge, range(4))) == [True] * 4
     for i, path in enumerate(paths):
-        commit = delta.last_commit(spark, path, APP)
-        assert commit is not None and (commit.txn_version, commit.user_metadata) == (100 + i, {"i": i})
+        assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(1, 100 + i, {"i": i})
         assert (i, f"v{i}") in rows(spark, path)
     assert spark.conf.get(delta.TXN_APP_ID, None) is None
