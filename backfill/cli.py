@@ -45,7 +45,7 @@ def run(
     ] = None,
 ) -> int:
     """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
-    from backfill.pipeline import run_backfill
+    from backfill.run import run_backfill
 
     settings = load_config(config)
     emit(

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from backfill.pipeline import run_backfill
 from backfill.report import RunResult
+from backfill.run import run_backfill
 from tidelake.errors import ConfigError
 from tidelake.tso import format_ts
 

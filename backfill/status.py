@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from backfill.scans import list_scans
-from tidelake import delta, fs
+from backfill.sources import open_source
+from backfill.sources.base import CheckpointBook
+from tidelake import delta
 from tidelake.tso import physical_ms, ts_to_datetime
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class StatusResult:
     newest_scan_ts: int | None
     scans: int
     tables: list[TableStatus] = field(default_factory=list)
+    source_description: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,7 +67,7 @@ class StatusResult:
 
     def render(self, console: Console) -> None:
         table = Table(
-            title=f"tidelake job {self.job!r}: {len(self.tables)} tables, {self.scans} complete scans"
+            title=f"tidelake job {self.job!r}: {len(self.tables)} tables, {self.source_description}"
         )
         for name in ("table", "delta version", "checkpoint ts", "checkpoint (UTC)", "lag"):
             table.add_column(name, justify="right" if name != "table" else "left")
@@ -88,31 +90,17 @@ def _utc(ts: int | None) -> str | None:
     return ts_to_datetime(ts).isoformat(timespec="milliseconds") if ts is not None else None
 
 
-def target_tables(spark: SparkSession, warehouse: str) -> list[tuple[str, str, str]]:
-    """(db, table, uri) of every Delta table under `<warehouse>/<db>/<table>`."""
-    found = []
-    for db in fs.list_dir(spark, warehouse):
-        if not db.is_dir or db.name.startswith(("_", ".")):
-            continue
-        for table in fs.list_dir(spark, db.path):
-            if table.is_dir and fs.exists(spark, fs.join(table.path, "_delta_log")):
-                found.append((db.name, table.name, table.path))
-    return found
-
-
 def table_status(spark: SparkSession, config: TidelakeConfig) -> StatusResult:
-    scans = list_scans(spark, config.source.path)
-    newest = max((s.current_ts for s in scans), default=None)
+    from backfill.run import qualified
+
+    config = qualified(spark, config)
+    source = open_source(config.source, config.target.tables).status(spark)
+    book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     tables = [
-        TableStatus(
-            db,
-            name,
-            uri,
-            delta.table_version(spark, uri),
-            delta.recorded_txn_version(spark, uri, config.job.app_id),
-        )
-        for db, name, uri in target_tables(spark, config.target.warehouse)
+        TableStatus(db, name, book.path(db, name), delta.table_version(spark, book.path(db, name)), recorded)
+        for db, name, recorded in book.existing()
     ]
     return StatusResult(
-        config.job.name, config.source.path, config.target.warehouse, newest, len(scans), tables
-    )
+        config.job.name, config.source.path, config.target.warehouse, source.newest_ts,
+        source.details.get("complete_scans", 0), tables, source.description,
+    )  # fmt: skip

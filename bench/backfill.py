@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     events = generate(args.data, args.events, args.seed)
     print(f"workload: {events:,} events (generated or reused in {time.perf_counter() - began:.0f}s)")
 
-    from backfill.pipeline import run_backfill
+    from backfill.run import run_backfill
     from tidelake.config import SparkConfig
     from tidelake.spark import build_session
 
@@ -151,12 +151,13 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from backfill import changes as ch
+    from backfill.apply.merge import create_table, merge_changes
     from backfill.codec.keys import table_prefix
-    from backfill.decode import decode_changes
-    from backfill.pipeline import events_by_key_range, load_capture_schema, survey_regions, table_path
-    from backfill.scans import list_scans
-    from backfill.sink import create_table, merge_changes
+    from backfill.sources.kvscan import keyranges as ch
+    from backfill.sources.kvscan.captures import list_scans
+    from backfill.sources.kvscan.decode import decode_changes
+    from backfill.sources.kvscan.source import events_by_key_range, load_capture_schema, survey_regions
+    from tidelake.conventions import table_path
 
     scans = list_scans(spark, config.source.path)
     counts = survey_regions(spark, scans).event_counts
@@ -178,7 +179,7 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
         last = last.filter(F.col("r") == 1).persist()
         for prefix in [bytes(r[0]) for r in last.select("table").distinct().collect()]:
             schema = schemas[prefix]
-            path = table_path(warehouse, schema)
+            path = table_path(warehouse, schema.schema_name, schema.name)
             create_table(spark, path, schema)
             rows = decode_changes(last.filter(F.col("table") == F.lit(bytearray(prefix))), schema)
             merge_changes(

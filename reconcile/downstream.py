@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from reconcile.errors import TableNotFound
-from tidelake import delta, fs
+from tidelake import delta
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
@@ -62,10 +62,6 @@ def choose_version(history: Sequence[VersionTs], at_ts: int | None, *, exact: bo
     known = sorted({h.resolved_ts for h in history if h.resolved_ts is not None})
     shown = ", ".join(map(str, known[-5:])) or "none"
     raise InputError(f"no Delta version has resolved ts {at_ts} (the newest recorded: {shown})")
-
-
-def table_path(warehouse: str, db: str, table: str) -> str:
-    return fs.join(warehouse, db, table)
 
 
 def open_snapshot(

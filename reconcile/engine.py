@@ -26,13 +26,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from reconcile import repair as repairing
 from reconcile.chunks import Checksum, KeyRange, effective_chunk_size, narrow, ranges_from_boundaries
 from reconcile.diff import RowDiff, diff_keyed, diff_multiset
-from reconcile.downstream import DeltaSnapshot, open_snapshot, table_path
+from reconcile.downstream import DeltaSnapshot, open_snapshot
 from reconcile.encoding import FloatDigits, JsonMode
 from reconcile.errors import SchemaMismatch, TableNotFound
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
 from reconcile.sparkside import SparkSide, rows_to_frame
+from tidelake.conventions import table_path
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconcile.errors import SchemaMismatch
+from tidelake.conventions import COMMIT_TS as TIDB_COMMIT_TS
+from tidelake.conventions import ROWID as TIDB_ROWID
 
-TIDB_COMMIT_TS = "_tidb_commit_ts"
-TIDB_ROWID = "_tidb_rowid"
 DELTA_ONLY_COLUMNS = frozenset({TIDB_COMMIT_TS, TIDB_ROWID})
 
 

@@ -6,23 +6,12 @@ needs (one matcher case, one DDL, one kind of bad input), with real TiDB bytes f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from backfill.codec import TableSchema, encode_row, record_key
-
-EVENTS_SCHEMA = pa.schema(
-    [
-        ("region_id", pa.int64()), ("seq", pa.int64()), ("type", pa.string()), ("start_ts", pa.int64()),
-        ("commit_ts", pa.int64()), ("op_type", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
-        ("old_value", pa.binary()), ("generation", pa.int64()), ("resolved_ts", pa.int64()),
-    ]
-)  # fmt: skip
+from backfill.sources.kvscan import format as kvscan
 
 BIGINT, VARCHAR, INT, DECIMAL, DATETIME = 8, 15, 3, 246, 12
 NOT_NULL, PRI_KEY = 1, 2
@@ -84,8 +73,7 @@ class Capture:
 
     def event(self, region: int, type_: str, **values: Any) -> Capture:
         seq = sum(1 for e in self.events if e["region_id"] == region)
-        row = {name: None for name in EVENTS_SCHEMA.names} | {"region_id": region, "seq": seq, "type": type_,
-                                                              "generation": 0} | values  # fmt: skip
+        row = {"region_id": region, "seq": seq, "type": type_, "generation": 0} | values
         self.events.append(row)
         return self
 
@@ -107,21 +95,11 @@ class Capture:
 
     def write(self, success: bool = True) -> Path:
         folder = self.root / self.scan_id
-        (folder / "events").mkdir(parents=True, exist_ok=True)
-        (folder / "schema").mkdir(exist_ok=True)
-        manifest = {
-            "format": "tidelake.kv-scan", "version": 1, "checkpoint_ts": self.checkpoint_ts,
-            "current_ts": self.current_ts,
-            "regions": [{"region_id": r, "start_key": s.hex(), "end_key": e.hex()} for r, s, e in self.regions],
-        }  # fmt: skip
-        (folder / "manifest.json").write_text(json.dumps(manifest))
-        pq.write_table(
-            pa.Table.from_pylist(self.events, schema=EVENTS_SCHEMA), folder / "events" / "part-0.parquet"
-        )
-        (folder / "schema" / "tables.jsonl").write_text(
-            "".join(json.dumps({"schema_name": db, "table_info": info}) + "\n" for db, info in self.tables)
-        )
-        (folder / "schema" / "ddl_jobs.jsonl").write_text("".join(json.dumps(j) + "\n" for j in self.jobs))
+        regions = [kvscan.Region(r, start, end) for r, start, end in self.regions]
+        kvscan.write_manifest(folder, self.checkpoint_ts, self.current_ts, regions)
+        kvscan.write_events(folder, self.events)
+        kvscan.write_tables(folder, self.tables)
+        kvscan.write_ddl_jobs(folder, self.jobs)
         if success:
-            (folder / "_SUCCESS").write_text("")
+            kvscan.mark_success(folder)
         return folder

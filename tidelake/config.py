@@ -36,7 +36,9 @@ class JobConfig:
 
     @property
     def app_id(self) -> str:
-        return f"tidelake:{self.name}"
+        from tidelake.conventions import app_id
+
+        return app_id(self.name)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from backfill.codec.errors import CodecError
+from tidelake.conventions import ROWID
 
 # MySQL type codes (FieldType.Tp)
 TP_TINY, TP_SHORT, TP_LONG, TP_FLOAT, TP_DOUBLE, TP_NULL, TP_TIMESTAMP = 1, 2, 3, 4, 5, 6, 7
@@ -39,7 +40,7 @@ FLAG_NOT_NULL, FLAG_PRI_KEY, FLAG_UNSIGNED = 1, 2, 32
 # SchemaState
 STATE_PUBLIC = 5
 
-ROWID_NAME = "_tidb_rowid"
+ROWID_NAME = ROWID  # the Delta column of the handle, as TiDB names it
 ROWID_COLUMN_ID = -1  # model.ExtraHandleID
 
 

@@ -18,11 +18,11 @@ from backfill.codec import table_span
 from backfill.simulate.capture import Capture
 from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
 from backfill.simulate.ddl import DdlRunner, partition_width
-from backfill.simulate.emit import mark_success, write_json_lines, write_manifest
 from backfill.simulate.expected import write_expected, write_index
 from backfill.simulate.tables import TEMPLATES, build_table
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
+from backfill.sources.kvscan import format as kvscan
 
 DATABASES = ("shop", "ops")
 CAPTURE_MIN_TICKS = 6
@@ -187,7 +187,7 @@ class Engine:
         tables = [
             {"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)
         ]
-        write_json_lines(scan_dir / "schema" / "tables.jsonl", tables)
+        kvscan.write_tables(scan_dir, ((t["schema_name"], t["table_info"]) for t in tables))
         cap = Capture(
             scan_id,
             scan_dir,
@@ -216,16 +216,18 @@ class Engine:
         events = cap.finish(w.tso.next(), self._region_min_lock())
         w.capture = None
         jobs = [job for finished, job in self.ddl.done_jobs if checkpoint < finished <= current]
-        write_json_lines(scan_dir / "schema" / "ddl_jobs.jsonl", jobs)
+        kvscan.write_ddl_jobs(scan_dir, jobs)
         pids = {p for t in tables for p in _physical_ids(t["table_info"])}
         pids |= {
             p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])
         }
         scan_resolved = cap.resolved_ts(pids)
         self.resolved = max(self.resolved, scan_resolved)
-        write_manifest(scan_dir, checkpoint, current, (r.manifest() for r in cap.regions))
+        kvscan.write_manifest(
+            scan_dir, checkpoint, current, (kvscan.Region(r.id, r.start, r.end) for r in cap.regions)
+        )
         write_expected(cfg.out, scan_id, w, self.resolved)
-        mark_success(scan_dir)
+        kvscan.mark_success(scan_dir)
         self.index.append(
             {
                 "scan_id": scan_id,

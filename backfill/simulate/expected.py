@@ -21,10 +21,9 @@ from backfill.codec.schema import ROWID_NAME
 from backfill.simulate.emit import write_json
 from backfill.simulate.tables import TableVersion
 from backfill.simulate.world import World
+from tidelake.conventions import COMMIT_TS
 
 INDEX_FORMAT = "tidelake.expected"
-COMMIT_TS = "_tidb_commit_ts"
-
 
 PRIMARY_KEY_METADATA = b"tidelake.primary_key"
 

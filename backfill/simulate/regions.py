@@ -22,9 +22,6 @@ class Region:
     def overlaps(self, start: bytes, end: bytes) -> bool:
         return (not self.end or start < self.end) and (not end or self.start < end)
 
-    def manifest(self) -> dict[str, object]:
-        return {"region_id": self.id, "start_key": self.start.hex(), "end_key": self.end.hex()}
-
 
 class RegionMap:
     def __init__(self, first_id: int = 2) -> None:

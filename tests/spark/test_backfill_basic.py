@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from backfill.cli import main
-from backfill.pipeline import run_backfill
+from backfill.run import run_backfill
 from tests.captures import Capture, users_table
 from tidelake import delta
 from tidelake.config import load_config
@@ -87,8 +87,8 @@ def test_cli_run_json_reports_counts(spark, tmp_path: Path, capsys: pytest.Captu
 
 
 def test_merge_never_overwrites_a_newer_row(spark, tmp_path: Path) -> None:
+    from backfill.apply.merge import create_table, merge_changes
     from backfill.codec import TableSchema
-    from backfill.sink import create_table, merge_changes
 
     schema = TableSchema.from_table_info(users_table())
     path = str(tmp_path / "t")

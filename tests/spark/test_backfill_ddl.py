@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backfill.pipeline import run_backfill
+from backfill.run import run_backfill
 from tests.captures import BIGINT, NOT_NULL, PRI_KEY, VARCHAR, Capture, column, ddl_job, users_table
 from tidelake import delta
 from tidelake.config import load_config

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-import backfill.pipeline as pipeline
-from backfill.pipeline import run_backfill
+import backfill.apply.stage as stage
+from backfill.run import run_backfill
 from tests.captures import Capture, users_table
 from tidelake import delta
 from tidelake.config import load_config
@@ -75,7 +75,7 @@ def test_killed_between_two_tables_commits_then_rerun_finishes_once(
     run_backfill(spark, reference)
 
     crashing = config(tmp_path, "crash")
-    real_apply = pipeline._apply_table
+    real_apply = stage._apply_table
     calls = []
 
     def apply_then_die(*args, **kwargs):
@@ -84,10 +84,10 @@ def test_killed_between_two_tables_commits_then_rerun_finishes_once(
         calls.append(1)
         return real_apply(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "_apply_table", apply_then_die)
+    monkeypatch.setattr(stage, "_apply_table", apply_then_die)
     with pytest.raises(SystemExit):
         run_backfill(spark, crashing)
-    monkeypatch.setattr(pipeline, "_apply_table", real_apply)
+    monkeypatch.setattr(stage, "_apply_table", real_apply)
 
     root = tmp_path / "crash" / "app"
     recorded = {

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from backfill.changes import key_range_splits
 from backfill.codec import record_key
-from backfill.pipeline import run_backfill
+from backfill.run import run_backfill
+from backfill.sources.kvscan.keyranges import key_range_splits
 from tests.captures import Capture, users_table
 from tidelake.config import load_config
 
@@ -55,8 +55,8 @@ def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> No
 def test_a_regions_keyless_events_reach_every_key_range_it_spans(spark) -> None:
     from pyspark.sql import functions as F
 
-    from backfill import changes as ch
-    from backfill.events import EVENTS_DDL
+    from backfill.sources.kvscan import keyranges as ch
+    from backfill.sources.kvscan.format import EVENTS_DDL
 
     low, mid, high = record_key(100, 1), record_key(100, 50), record_key(100, 90)
     rows = [
@@ -85,9 +85,9 @@ def test_a_regions_keyless_events_reach_every_key_range_it_spans(spark) -> None:
 
 
 def test_big_inputs_get_more_key_ranges_than_shuffle_partitions(spark, tmp_path: Path, monkeypatch) -> None:
-    from backfill import pipeline
-    from backfill.scans import list_scans
     from backfill.simulate import SimulationConfig, simulate
+    from backfill.sources.kvscan import source as pipeline
+    from backfill.sources.kvscan.captures import list_scans
 
     simulate(SimulationConfig(out=tmp_path / "sim", seed=3, tables=2, rows=20, txns=40, scans=2))
     scans = list_scans(spark, str(tmp_path / "sim" / "scans"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from backfill.pipeline import run_backfill
+from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
 from tests.expected import warehouse_differences
 from tidelake.config import load_config
@@ -33,9 +33,9 @@ def test_every_checkpoint_matches_the_expected_state(spark, tmp_path: Path, seed
 def test_region_streams_split_over_key_ranges_match_like_whole_ones(spark, tmp_path: Path, seed: int) -> None:
     """With eight key ranges and a hot table, region streams are cut between ranges (each piece gets the
     region's INITIALIZED and RESOLVED events); the tables still reach the expected state."""
-    from backfill import changes as ch
-    from backfill.pipeline import survey_regions
-    from backfill.scans import list_scans
+    from backfill.sources.kvscan import keyranges as ch
+    from backfill.sources.kvscan.captures import list_scans
+    from backfill.sources.kvscan.source import survey_regions
 
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=seed, tables=3, rows=60, txns=300, scans=3, hot_table_share=0.7))

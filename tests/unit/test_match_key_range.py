@@ -8,8 +8,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from backfill.changes import KeyRanges, match_key_range
-from backfill.events import EVENT_COLUMNS
+from backfill.sources.kvscan.format import EVENT_COLUMNS
+from backfill.sources.kvscan.keyranges import KeyRanges, match_key_range
 
 pytestmark = pytest.mark.unit
 

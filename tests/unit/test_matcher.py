@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.matcher import MatchError, MatchResult, RowChange, StreamEvent, match_events
+from backfill.sources.kvscan.matcher import MatchError, MatchResult, RowChange, StreamEvent, match_events
 
 pytestmark = pytest.mark.unit
 

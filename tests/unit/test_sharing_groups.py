@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.pipeline import sharing_groups
+from backfill.apply.stage import sharing_groups
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,7 @@ import pytest
 from backfill.codec import TableSchema, decode_record_key, decode_row, table_span
 from backfill.codec.values import ZERO_DATE, fill_value
 from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.emit import EVENT_SCHEMA
+from backfill.sources.kvscan.format import EVENT_SCHEMA
 
 pytestmark = pytest.mark.unit
 

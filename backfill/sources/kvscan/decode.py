@@ -7,7 +7,6 @@ and `_tidb_op` for the MERGE.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -17,15 +16,12 @@ from pyspark.accumulators import AccumulatorParam
 
 from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
-from tidelake.errors import InputError
+from tidelake.conventions import COMMIT_TS, OP
+from tidelake.sparkerrors import in_task
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
     from pyspark.sql import DataFrame
-
-COMMIT_TS = "_tidb_commit_ts"
-OP = "_tidb_op"
-_ERROR_TAG = "TIDELAKE_DECODE_ERROR"
 
 
 def output_schema(schema: TableSchema) -> pa.Schema:
@@ -102,7 +98,7 @@ def decode_changes(
             try:
                 out, zeros = decode_changes_batch(schema, batch)
             except CodecError as exc:
-                raise RuntimeError(f"{_ERROR_TAG}[{schema.schema_name}.{schema.name}: {exc}]") from None
+                raise in_task(f"cannot decode a row: {schema.schema_name}.{schema.name}: {exc}") from None
             if zero_dates is not None and zeros:
                 zero_dates.add(zeros)
             if tasks is not None and out.num_rows:
@@ -116,9 +112,3 @@ def decode_changes(
     return changes.select("key", "value", "op", "commit_ts").mapInArrow(
         decode, spark_ddl(schema, nullable=True)
     )
-
-
-def decode_error(exc: BaseException) -> InputError | None:
-    """The InputError a failed decode task stands for, if the failure was bad row bytes."""
-    found = re.search(rf"{_ERROR_TAG}\[(.*?)\]\s*$", str(exc), re.MULTILINE)
-    return InputError(f"cannot decode a row: {found.group(1)}") if found else None

@@ -19,8 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes, match_errors
-from backfill.matcher import COMMITTED, EVENT_TYPES, ROW_OPS, MatchError, StreamColumns, match_stream
+from backfill.sources.kvscan.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes, match_errors
+from backfill.sources.kvscan.matcher import (
+    COMMITTED,
+    EVENT_TYPES,
+    ROW_OPS,
+    MatchError,
+    StreamColumns,
+    match_stream,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

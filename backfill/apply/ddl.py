@@ -1,4 +1,9 @@
-"""What a DDL step does to a Delta table's existing rows.
+"""DDL steps: what a schema change does to a Delta table and its existing rows.
+
+A step goes from one schema version of a table to the next and lands as one tagged commit (or a folder
+removal for a dropped table). Its kind follows from the two versions: no table after it → drop; no table
+before it → create; a new table id for an unpartitioned table → truncate (the rows go); otherwise the rows
+are rewritten into the new schema, at the new name's path after a rename.
 
 The new schema is TiDB's TableInfo after the job (all columns public), so one rule covers add, drop,
 modify and rename column: each new column takes the old column with the same column id (or, after a
@@ -14,15 +19,16 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from backfill.codec import TableSchema
+from backfill.apply.merge import create_table, overwrite_table, quote
+from backfill.codec import SchemaVersion, TableSchema
 from backfill.codec.schema import ROWID_NAME
 from backfill.codec.values import ZERO_DATE, fill_value
-from backfill.decode import COMMIT_TS
-from backfill.sink import quote
+from tidelake import conventions, delta, fs
+from tidelake.conventions import COMMIT_TS
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 RANGE, HASH, LIST = 1, 2, 3
 
@@ -124,3 +130,38 @@ def _partition_column(schema: TableSchema, info: Mapping[str, Any]) -> str | Non
         return str(name)
     expr = str(info.get("expr") or "").strip().strip("`")
     return expr if expr in schema.by_name else None
+
+
+def apply_ddl_step(
+    spark: SparkSession,
+    warehouse: str,
+    before: SchemaVersion,
+    after: SchemaVersion,
+    *,
+    app_id: str,
+    metadata: Mapping[str, Any],
+) -> str | None:
+    """Apply the step from `before` to `after`, tagged with `after`'s finished ts; the table's path after it
+    (None: dropped). Idempotent: a rerun finds the commit recorded, or the rename already done."""
+    ts = after.finished_ts
+    old, new = before.schema, after.schema
+    if new is None:
+        if old is not None:
+            fs.delete(spark, conventions.table_path(warehouse, old.schema_name, old.name))
+        return None
+    new_path = conventions.table_path(warehouse, new.schema_name, new.name)
+    if old is None:
+        create_table(spark, new_path, new)
+        current = spark.read.format("delta").load(new_path).schema
+        delta.advance_txn(spark, new_path, current, app_id=app_id, txn_version=ts, metadata=metadata)
+        return new_path
+    old_path = conventions.table_path(warehouse, old.schema_name, old.name)
+    if not delta.is_delta_table(spark, old_path):
+        return new_path  # a crashed rename already moved it: the new path carries the step
+    current_rows = spark.read.format("delta").load(old_path)
+    truncated = new.table_id != old.table_id and not new.partition_names
+    rows = current_rows.limit(0) if truncated else migrate_rows(current_rows, old, new)
+    overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+    if new_path != old_path:
+        fs.delete(spark, old_path)
+    return new_path

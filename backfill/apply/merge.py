@@ -1,4 +1,4 @@
-"""Writing one table's changes into its Delta table: create, MERGE a segment, apply a DDL step.
+"""Writing one table's changes into its Delta table: create it, MERGE a segment, overwrite it for a DDL step.
 
 Every step is one Delta commit tagged `(txnAppId, txnVersion)`, where the version says how far the table
 got: a rerun skips what is already there. A MERGE never lets an older change overwrite a newer row.
@@ -11,13 +11,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from backfill.codec import TableSchema
-from backfill.decode import COMMIT_TS, OP
 from tidelake import delta
+from tidelake.conventions import COMMIT_TS, OP, TABLE_ID_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-TABLE_ID_PROPERTY = "tidelake.tidb_table_id"
 
 
 def quote(name: str) -> str:

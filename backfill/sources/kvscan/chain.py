@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from backfill.codec import table_span
-from backfill.resolved import RegionProgress, SpanProgress, global_resolved_ts, span_progress
-from backfill.scans import ScanManifest
+from backfill.sources.kvscan.format import ScanManifest
+from backfill.sources.kvscan.resolved import RegionProgress, SpanProgress, global_resolved_ts, span_progress
 from tidelake.errors import InputError
 
 
@@ -20,6 +20,21 @@ class TableProgress:
     resolved_ts: int
     holes: tuple[tuple[bytes, bytes], ...] = ()
     lagging_region: int | None = None
+    lagging_id: int | None = None  # the physical id whose span holds the table back
+    lagging_id_retired_at: int | None = None  # that id's retirement ts, if a DDL retired it
+
+    def describe(self) -> str:
+        """What holds the table back, for people: the region, and the physical id behind it."""
+        if self.holes:
+            start, end = self.holes[0]
+            return f"{self.label}: no region covers keys [{start.hex()}, {end.hex() or '+inf'})"
+        what = f"{self.label}, region {self.lagging_region}"
+        if self.lagging_id is not None:
+            what += f" (table id {self.lagging_id}"
+            if self.lagging_id_retired_at is not None:
+                what += f", retired at ts {self.lagging_id_retired_at}"
+            what += ")"
+        return what
 
 
 @dataclass(frozen=True)
@@ -39,25 +54,46 @@ class ScanProgress:
 def scan_progress(
     scan: ScanManifest,
     regions: Mapping[int, int | None],
-    table_ids: Mapping[str, Sequence[int]],
+    table_ids: Mapping[str, Mapping[int, int | None]],
 ) -> ScanProgress:
-    """Resolved ts of a capture: min over its tables (each: min over the regions covering its spans)."""
+    """Resolved ts of a capture: min over its tables (`table_ids`: label -> {physical id: the ts a DDL
+    retired it at, or None}), each from the regions covering its spans (`table_resolved_ts`)."""
     progress = [
         RegionProgress(r.region_id, r.start_key, r.end_key, regions.get(r.region_id)) for r in scan.regions
     ]
     tables = []
     for label, physical_ids in sorted(table_ids.items()):
-        spans: list[SpanProgress] = [
-            span_progress(*table_span(pid), progress, scan.checkpoint_ts) for pid in physical_ids
-        ]
-        worst = (
-            min(spans, key=lambda s: (s.complete, s.resolved_ts)) if spans else SpanProgress(scan.current_ts)
-        )
-        holes = tuple(h for s in spans for h in s.holes)
-        ts = min((s.resolved_ts for s in spans), default=scan.current_ts)
-        tables.append(TableProgress(label, ts, holes, worst.lagging_region))
+        spans = {pid: span_progress(*table_span(pid), progress, scan.checkpoint_ts) for pid in physical_ids}
+        tables.append(table_resolved_ts(label, spans, physical_ids, scan.current_ts))
     resolved = global_resolved_ts([t.resolved_ts for t in tables], scan.current_ts)
     return ScanProgress(scan, max(resolved, scan.checkpoint_ts), tuple(tables))
+
+
+def table_resolved_ts(
+    label: str, spans: Mapping[int, SpanProgress], retired_at: Mapping[int, int | None], ceiling: int
+) -> TableProgress:
+    """The table's resolved ts: the minimum over the spans of its physical ids, where an id that a DDL
+    retired (truncate, drop, partition DDLs) counts only below its retirement ts R.
+
+    TiCDC removes a retired id's span at the DDL barrier: whatever that id still receives at or above R is
+    dropped, and its rows below R vanish with the DDL, so the state at any ts >= R does not depend on it.
+    A lagging region of a retired id therefore holds the table back only while the table is below R.
+    """
+    live = {pid: s for pid, s in spans.items() if retired_at.get(pid) is None}
+    retired = {pid: s for pid, s in spans.items() if retired_at.get(pid) is not None}
+    holding = min(live, key=lambda pid: (spans[pid].complete, spans[pid].resolved_ts), default=None)
+    ts = min((spans[pid].resolved_ts for pid in live), default=ceiling)
+    changed = True
+    while changed:  # lowering ts may bring more retired ids below their retirement: repeat until stable
+        changed = False
+        for pid, span in retired.items():
+            if span.resolved_ts < ts and ts < (retired_at[pid] or 0):
+                ts, holding, changed = span.resolved_ts, pid, True
+    if holding is None:
+        return TableProgress(label, ts)
+    span = spans[holding]
+    holes = span.holes if span.resolved_ts <= ts else ()
+    return TableProgress(label, ts, holes, span.lagging_region, holding, retired_at.get(holding))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,218 @@
+"""The apply stage every source shares: a window's row changes into Delta, exactly once.
+
+All changes are materialized before the first commit (bad input leaves every table unchanged). Then each
+table walks its schema versions: one tagged MERGE per segment (an append on a first load), then the DDL
+step to the next version as its own tagged commit. Tables go side by side, each group of tables that hand a
+name to one another in its own session and in order. A rerun skips what is already committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from backfill.apply.ddl import apply_ddl_step
+from backfill.apply.merge import create_table, has_no_rows, merge_changes
+from backfill.report import TableOutcome
+from backfill.sources.base import RowChanges, StageClock, Window
+from backfill.tables import TrackedTable
+from tidelake import conventions, delta
+from tidelake.sparkerrors import input_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PARALLEL_JOBS = 4  # Spark jobs submitted at once in the decode and merge stages
+
+
+@dataclass(frozen=True)
+class ApplyTarget:
+    """Where and as whom the stage writes."""
+
+    warehouse: str
+    app_id: str
+
+
+@dataclass(frozen=True)
+class SegmentRows:
+    """One (table, segment)'s changes, persisted; `puts_only` when its DELETEs were left out."""
+
+    rows: DataFrame
+    puts_only: bool
+
+
+def apply_window(
+    spark: SparkSession, target: ApplyTarget, window: Window, changes: RowChanges, clock: StageClock
+) -> list[TableOutcome]:
+    """Apply `changes` to every table of `window`; one outcome per table, in window order."""
+    with clock.stage("decode"), input_errors("changes"):
+        segments = materialize(spark, target, window, changes)
+    tasks = changes.tasks_per_table()
+    counts = changes.counts()
+    with clock.stage("merge"):
+
+        def apply(session: SparkSession, index: int) -> TableOutcome:
+            outcome = _apply_table(session, target, window, index, segments, counts)
+            outcome.decode_tasks = tasks.get(index, 0)
+            return outcome
+
+        outcomes = _per_table_in_parallel(spark, window.tables, apply)
+    for segment in segments.values():
+        segment.rows.unpersist()
+    return outcomes
+
+
+def materialize(
+    spark: SparkSession, target: ApplyTarget, window: Window, changes: RowChanges
+) -> dict[tuple[int, int], SegmentRows]:
+    """Every non-empty segment's rows, persisted and counted, so that bad input fails here.
+
+    A table's first segment going into a table with no rows yet is appended, so its DELETEs (rows inserted
+    and deleted again) need not be produced at all.
+    """
+    counts = changes.counts()
+    found = {}
+    for index, table in enumerate(window.tables):
+        for seg, version in enumerate(table.versions):
+            if version.schema is None or not (
+                counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))
+            ):
+                continue
+            path = conventions.table_path(target.warehouse, version.schema.schema_name, version.schema.name)
+            puts_only = seg == 0 and bool(counts.get((index, seg, "PUT"))) and has_no_rows(spark, path)
+            frame = changes.rows(index, seg, puts_only=puts_only).persist()
+            found[(index, seg)] = SegmentRows(frame, puts_only)
+    # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
+    with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
+        for _ in pool.map(lambda s: s.rows.count(), found.values()):
+            pass
+    return found
+
+
+def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:
+    """Indexes grouped so that items sharing a name (directly or through others) are in one group, each
+    group in index order, groups ordered by their first index."""
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Hashable, int] = {}
+    for index, item_names in enumerate(names):
+        for name in item_names:
+            if name in first:
+                a, b = sorted((root(first[name]), root(index)))
+                parent[b] = a
+            else:
+                first[name] = index
+    groups: dict[int, list[int]] = {}
+    for index in range(len(names)):
+        groups.setdefault(root(index), []).append(index)
+    return list(groups.values())
+
+
+def _per_table_in_parallel(
+    spark: SparkSession, tables: Sequence[TrackedTable], apply: Callable[[SparkSession, int], TableOutcome]
+) -> list[TableOutcome]:
+    """`apply(session, index)` for every table, in table order within groups of tables that share a name
+    (a rename or re-create hands a path from one table to another), the groups side by side on threads.
+
+    Each group gets its own session: a MERGE takes its transaction id from the session conf, so two
+    tables committing at once must not share one.
+    """
+    groups = sharing_groups([table.names() for table in tables])
+    outcomes: dict[int, TableOutcome] = {}
+
+    def run_group(group: list[int]) -> None:
+        session = spark.newSession()
+        for index in group:
+            outcomes[index] = apply(session, index)
+
+    with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
+        for _ in pool.map(run_group, groups):
+            pass
+    return [outcomes[index] for index in range(len(tables))]
+
+
+def _apply_table(
+    spark: SparkSession,
+    target: ApplyTarget,
+    window: Window,
+    index: int,
+    segments: dict[tuple[int, int], SegmentRows],
+    counts: Mapping[tuple[int, int, str], int],
+) -> TableOutcome:
+    """Walk one table through its segments and DDL steps, each a tagged commit."""
+    table, floor, resolved_ts = window.tables[index], window.floors[index], window.resolved_ts
+    versions = table.versions
+    outcome = TableOutcome(table.label)
+    for seg, version in enumerate(versions):
+        seg_end = versions[seg + 1].finished_ts if seg + 1 < len(versions) else None
+        if seg_end is not None and seg_end <= floor:
+            continue  # this segment and its DDL are already in the table
+        if version.finished_ts >= resolved_ts:
+            break  # this segment starts after the run's resolved ts: the next run's work
+        schema = version.schema
+        if schema is not None:
+            upserts = counts.get((index, seg, "PUT"), 0)
+            deletes = counts.get((index, seg, "DELETE"), 0)
+            path = conventions.table_path(target.warehouse, schema.schema_name, schema.name)
+            create_table(spark, path, schema)
+            merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
+            metadata = _metadata(window, floor, merge_version, "merge", upserts, deletes)
+            if (index, seg) in segments:
+                segment = segments[(index, seg)]
+                if merge_changes(
+                    spark,
+                    path,
+                    schema,
+                    segment.rows,
+                    app_id=target.app_id,
+                    txn_version=merge_version,
+                    metadata=metadata,
+                    puts_only=segment.puts_only,
+                ):
+                    outcome.upserted += upserts
+                    outcome.deleted += deletes
+            elif merge_version == resolved_ts:
+                current = spark.read.format("delta").load(path).schema
+                delta.advance_txn(
+                    spark, path, current, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
+                )
+            outcome.path, outcome.resolved_ts = path, merge_version
+            outcome.delta_version = delta.table_version(spark, path)
+        if seg_end is not None and seg_end <= resolved_ts:
+            after = versions[seg + 1]
+            metadata = _metadata(window, floor, after.finished_ts, "ddl") | {
+                "ddl_job_id": after.job_id,
+                "ddl_type": after.job_type,
+            }
+            outcome.ddl_steps += 1
+            outcome.path = apply_ddl_step(
+                spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata
+            )
+            outcome.resolved_ts = after.finished_ts if outcome.path is not None else None
+            outcome.delta_version = delta.table_version(spark, outcome.path) if outcome.path else None
+    if outcome.resolved_ts is None:
+        final = table.schema_at(resolved_ts)
+        outcome.reason = "dropped" if final is None and table.start_ts < resolved_ts else "created later"
+    return outcome
+
+
+def _metadata(
+    window: Window, floor: int, version: int, step: str, upserted: int = 0, deleted: int = 0
+) -> dict[str, object]:
+    return conventions.commit_metadata(
+        step=step,
+        checkpoint_ts=floor,
+        resolved_ts=version,
+        run_resolved_ts=window.resolved_ts,
+        upserted=upserted,
+        deleted=deleted,
+        source=window.commit_metadata,
+    )

@@ -1,0 +1,24 @@
+"""The inputs tidelake reads, one package each, behind one `Source` interface (`base`).
+
+`kvscan/` reads TiKV incremental-scan captures; `storage/` TiCDC's storage sink; `kafka/` TiCDC's Kafka
+topics; `ticdc/` holds the TiCDC output formats the last two share. `open_source` picks one by
+`source.kind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backfill.sources.base import Source
+    from tidelake.config import SourceConfig
+
+
+def open_source(config: SourceConfig, tables: Sequence[str]) -> Source:
+    """The source for `config.kind`, reading `config.path`, tracking the tables matching `tables`."""
+    if config.kind == "kv-scan":
+        from backfill.sources.kvscan.source import KvScanSource
+
+        return KvScanSource(config, tables)
+    raise AssertionError(f"source kind {config.kind!r} passed config validation but has no reader")

@@ -1,0 +1,61 @@
+"""Delta conventions every part of tidelake agrees on (DESIGN.md "Delta conventions").
+
+The backfill writes by them, `backfill status`, reconcile and the demo read by them: where a table lives,
+the columns we add, the transaction app id and the keys of the JSON userMetadata of every commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tidelake import fs
+
+COMMIT_TS = "_tidb_commit_ts"  # commit ts of the last change applied to the row
+ROWID = "_tidb_rowid"  # the handle of a table without a clustered primary key
+OP = "_tidb_op"  # PUT or DELETE, on changes on their way to a MERGE (never stored)
+TABLE_ID_PROPERTY = "tidelake.tidb_table_id"  # Delta table property: the upstream table id
+DEFAULT_DATABASE = "default"  # the folder of tables whose database has no name
+
+
+def app_id(job_name: str) -> str:
+    """The Delta transaction app id of a job: `tidelake:<job name>`."""
+    return f"tidelake:{job_name}"
+
+
+def table_path(warehouse: str, database: str | None, table: str) -> str:
+    """Where the Delta table of upstream table `database.table` lives: `<warehouse>/<db>/<table>`."""
+    return fs.join(warehouse, database or DEFAULT_DATABASE, table)
+
+
+def commit_metadata(
+    *,
+    step: str,
+    checkpoint_ts: int,
+    resolved_ts: int,
+    run_resolved_ts: int,
+    upserted: int = 0,
+    deleted: int = 0,
+    source: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The userMetadata of one of our commits.
+
+    `resolved_ts` is what the table reached with this commit (its txnVersion); `run_resolved_ts` the run's
+    global resolved ts; `source` what the source records for its next run (kv-scan: `scans`, the captures
+    used; Kafka: per-partition offsets), merged in at the top level.
+    """
+    return {
+        "checkpoint_ts": checkpoint_ts,
+        "resolved_ts": resolved_ts,
+        "run_resolved_ts": run_resolved_ts,
+        "rows": {"upserted": upserted, "deleted": deleted},
+        "step": step,
+        **(source or {}),
+        **(extra or {}),
+    }
+
+
+def output_columns(names: Sequence[str]) -> tuple[str, ...]:
+    """The Delta table's columns for upstream output columns `names`: those plus `_tidb_commit_ts`."""
+    return (*names, COMMIT_TS)
