@@ -7,11 +7,13 @@ and the step from one version to the next is a DDL barrier (DESIGN.md "Sources")
 
 from __future__ import annotations
 
+import enum
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backfill.codec import SchemaVersion, TableSchema
+from tidelake.conventions import ROWID
 
 
 def table_matches(patterns: Sequence[str], db: str, table: str) -> bool:
@@ -85,3 +87,31 @@ class TrackedTable:
         (truncate, drop, partition DDLs), or None while it is live at the end of the window."""
         intervals = self.live_intervals(physical_id)
         return intervals[-1][1] if intervals else None
+
+
+class RowIdentity(enum.Enum):
+    """How a table's rows are told apart when a window's changes are merged into it.
+
+    kv-scan always knows TiDB's handle. TiCDC's outputs do not carry `_tidb_rowid` (unless the CSV sink
+    writes the handle key), so a table without a clustered primary key is merged by its primary key
+    columns when it has one, and otherwise as a multiset of whole rows (TiCDC's `force-replicate`).
+    """
+
+    HANDLE = "handle"  # the int or clustered primary key, or `_tidb_rowid`
+    PRIMARY_KEY = "primary-key"  # the primary key columns, clustered or not
+    WHOLE_ROW = "whole-row"  # no key: one copy per change
+
+    def columns(self, schema: TableSchema) -> tuple[str, ...]:
+        """The merge key's columns in `schema` (empty for a multiset)."""
+        if self is RowIdentity.HANDLE:
+            return (ROWID,) if schema.pk_kind == "rowid" else schema.pk_columns
+        if self is RowIdentity.PRIMARY_KEY:
+            if schema.pk_kind != "rowid":
+                return schema.pk_columns
+            return tuple(c.name for c in schema.columns if c.is_primary_key)
+        return ()
+
+
+def identity_without_handle(schema: TableSchema) -> RowIdentity:
+    """The identity of a table whose changes carry no `_tidb_rowid`: its primary key, or the whole row."""
+    return RowIdentity.PRIMARY_KEY if RowIdentity.PRIMARY_KEY.columns(schema) else RowIdentity.WHOLE_ROW

@@ -23,6 +23,7 @@ from backfill.apply.merge import create_table, overwrite_table, quote
 from backfill.codec import SchemaVersion, TableSchema
 from backfill.codec.schema import ROWID_NAME
 from backfill.codec.values import ZERO_DATE, fill_value
+from backfill.tables import RowIdentity
 from tidelake import conventions, delta, fs
 from tidelake.conventions import COMMIT_TS
 from tidelake.errors import InputError
@@ -140,6 +141,7 @@ def apply_ddl_step(
     *,
     app_id: str,
     metadata: Mapping[str, Any],
+    identity: RowIdentity = RowIdentity.HANDLE,
 ) -> str | None:
     """Apply the step from `before` to `after`, tagged with `after`'s finished ts; the table's path after it
     (None: dropped). Idempotent: a rerun finds the commit recorded, or the rename already done."""
@@ -151,7 +153,7 @@ def apply_ddl_step(
         return None
     new_path = conventions.table_path(warehouse, new.schema_name, new.name)
     if old is None:
-        create_table(spark, new_path, new)
+        create_table(spark, new_path, new, identity)
         current = spark.read.format("delta").load(new_path).schema
         delta.advance_txn(spark, new_path, current, app_id=app_id, txn_version=ts, metadata=metadata)
         return new_path

@@ -10,9 +10,11 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from backfill.apply.collapse import COPIES, expand_copies
 from backfill.codec import TableSchema
+from backfill.tables import RowIdentity
 from tidelake import delta
-from tidelake.conventions import COMMIT_TS, OP, TABLE_ID_PROPERTY
+from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -22,12 +24,19 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def delta_ddl(schema: TableSchema) -> str:
-    """The Delta table's columns: the upstream columns (DESIGN.md mapping) plus `_tidb_commit_ts`."""
-    return f"{schema.spark_ddl}, {quote(COMMIT_TS)} BIGINT NOT NULL"
+def delta_ddl(schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE) -> str:
+    """The Delta table's columns: the upstream columns (DESIGN.md mapping) plus `_tidb_commit_ts`.
+
+    `_tidb_rowid` may be NULL where the source cannot know it (identity other than the handle)."""
+    ddl = schema.spark_ddl
+    if schema.pk_kind == "rowid" and identity is not RowIdentity.HANDLE:
+        ddl = ddl.replace(f"{quote(ROWID)} BIGINT NOT NULL", f"{quote(ROWID)} BIGINT", 1)
+    return f"{ddl}, {quote(COMMIT_TS)} BIGINT NOT NULL"
 
 
-def create_table(spark: SparkSession, path: str, schema: TableSchema) -> bool:
+def create_table(
+    spark: SparkSession, path: str, schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE
+) -> bool:
     """Create the empty Delta table if it does not exist yet; True if it was created."""
     if delta.is_delta_table(spark, path):
         return False
@@ -36,7 +45,7 @@ def create_table(spark: SparkSession, path: str, schema: TableSchema) -> bool:
     (
         DeltaTable.createIfNotExists(spark)
         .location(path)
-        .addColumns(spark.createDataFrame([], delta_ddl(schema)).schema)
+        .addColumns(spark.createDataFrame([], delta_ddl(schema, identity)).schema)
         .property(TABLE_ID_PROPERTY, str(schema.table_id))
         .execute()
     )
@@ -53,12 +62,18 @@ def merge_changes(
     txn_version: int,
     metadata: Mapping[str, Any],
     puts_only: bool = False,
+    identity: RowIdentity = RowIdentity.HANDLE,
 ) -> bool:
-    """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the primary key.
+    """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
+    A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
-    keys = schema.output_names[:1] if schema.pk_kind == "rowid" else schema.pk_columns
+    keys = identity.columns(schema)
+    if not keys:
+        return _merge_multiset(
+            spark, path, schema, changes, app_id=app_id, txn_version=txn_version, metadata=metadata
+        )
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
     columns = {quote(name): f"s.{quote(name)}" for name in (*schema.output_names, COMMIT_TS)}
     newer = f"s.{quote(COMMIT_TS)} >= t.{quote(COMMIT_TS)}"
@@ -83,6 +98,77 @@ def merge_changes(
         )
         return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
     return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+
+
+def _merge_multiset(
+    spark: SparkSession,
+    path: str,
+    schema: TableSchema,
+    changes: DataFrame,
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+) -> bool:
+    """Net copies of whole rows into a table without a key, in one tagged MERGE.
+
+    Copies of one row cannot be told apart, so every row the window touches is cleared and written again
+    with its new count: the MERGE source holds one `clear` row per touched row (matching all its copies,
+    NULLs equal) and the `insert` rows, which never match. A count that would go below zero stops at zero
+    (the upstream deleted a row this table never had).
+    """
+    from pyspark.sql import functions as F
+
+    content = list(schema.output_names)
+    columns = [*content, COMMIT_TS]
+    if has_no_rows(spark, path):
+        rows = expand_copies(changes.filter(F.col(OP) == "PUT").select(*map(quote, columns), COPIES))
+        return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    target = spark.read.format("delta").load(path)
+    same = [F.col(f"t.{quote(c)}").eqNullSafe(F.col(f"c.{quote(c)}")) for c in content]
+    touched = changes.select(*map(quote, content)).distinct()
+    existing = (
+        target.alias("t")
+        .join(touched.alias("c"), on=_all(same), how="left_semi")
+        .groupBy(*map(quote, content))
+        .agg(F.count(F.lit(1)).alias("have"), F.max(COMMIT_TS).alias("have_ts"))
+    )
+    delta_copies = F.when(F.col(OP) == "PUT", F.col(COPIES)).otherwise(-F.col(COPIES))
+    joined = changes.alias("n").join(
+        existing.alias("e"),
+        on=_all([F.col(f"n.{quote(c)}").eqNullSafe(F.col(f"e.{quote(c)}")) for c in content]),
+        how="left",
+    )
+    final = joined.select(
+        *(F.col(f"n.{quote(c)}").alias(c) for c in content),
+        F.greatest(F.col(f"n.{quote(COMMIT_TS)}"), F.coalesce(F.col("e.have_ts"), F.lit(0))).alias(COMMIT_TS),
+        F.greatest(F.coalesce(F.col("e.have"), F.lit(0)) + delta_copies, F.lit(0))
+        .cast("bigint")
+        .alias(COPIES),
+    )
+    inserts = expand_copies(final.filter(F.col(COPIES) > 0)).withColumn("_action", F.lit("insert"))
+    clears = touched.select(*map(quote, content), F.lit(0).cast("bigint").alias(COMMIT_TS)).withColumn(
+        "_action", F.lit("clear")
+    )
+    source = clears.unionByName(inserts.select(*map(quote, columns), "_action"))
+    on = " AND ".join(["s._action = 'clear'", *(f"t.{quote(c)} <=> s.{quote(c)}" for c in content)])
+    values = {quote(c): f"s.{quote(c)}" for c in columns}
+
+    def build(table: Any) -> Any:
+        return (
+            table.alias("t")
+            .merge(source.alias("s"), on)
+            .whenMatchedDelete()
+            .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
+        )
+
+    return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+
+
+def _all(conditions: list[Any]) -> Any:
+    from functools import reduce
+
+    return reduce(lambda a, b: a & b, conditions)
 
 
 def has_no_rows(spark: SparkSession, path: str) -> bool:

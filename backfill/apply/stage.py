@@ -162,7 +162,7 @@ def _apply_table(
             upserts = counts.get((index, seg, "PUT"), 0)
             deletes = counts.get((index, seg, "DELETE"), 0)
             path = conventions.table_path(target.warehouse, schema.schema_name, schema.name)
-            create_table(spark, path, schema)
+            create_table(spark, path, schema, window.identity(index))
             merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
             metadata = _metadata(window, floor, merge_version, "merge", upserts, deletes)
             if (index, seg) in segments:
@@ -176,6 +176,7 @@ def _apply_table(
                     txn_version=merge_version,
                     metadata=metadata,
                     puts_only=segment.puts_only,
+                    identity=window.identity(index),
                 ):
                     outcome.upserted += upserts
                     outcome.deleted += deletes
@@ -194,8 +195,9 @@ def _apply_table(
             }
             outcome.ddl_steps += 1
             outcome.path = apply_ddl_step(
-                spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata
-            )
+                spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
+                identity=window.identity(index),
+            )  # fmt: skip
             outcome.resolved_ts = after.finished_ts if outcome.path is not None else None
             outcome.delta_version = delta.table_version(spark, outcome.path) if outcome.path else None
     if outcome.resolved_ts is None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from backfill.tables import TrackedTable
+from backfill.tables import RowIdentity, TrackedTable
 from tidelake import conventions, delta, fs
 
 if TYPE_CHECKING:
@@ -87,6 +87,11 @@ class Window:
     blocked: str | None = None  # what holds the resolved ts back, if anything
     inputs: tuple[str, ...] = ()  # what the source read, for the report (kv-scan: capture ids)
     commit_metadata: Mapping[str, Any] = field(default_factory=dict)  # recorded for the next run
+    identities: Mapping[int, RowIdentity] = field(default_factory=dict)  # per table; default: the handle
+
+    def identity(self, table: int) -> RowIdentity:
+        """How the rows of table `table` are told apart (`RowIdentity`)."""
+        return self.identities.get(table, RowIdentity.HANDLE)
 
 
 @dataclass(frozen=True)
@@ -155,12 +160,3 @@ class Source(ABC):
     @abstractmethod
     def status(self, spark: SparkSession) -> SourceStatus:
         """How far the input reaches, for `backfill status`."""
-
-
-def table_segments(table: TrackedTable) -> Sequence[tuple[int, int | None]]:
-    """(segment start, segment end) per schema version: rows with start < commit_ts <= end (end None: open)."""
-    bounds = table.segment_bounds()
-    return [
-        (version.finished_ts, bounds[i] if i < len(bounds) else None)
-        for i, version in enumerate(table.versions)
-    ]
