@@ -1,0 +1,1 @@
+"""Sources: each knows its input layout and completeness rules (DESIGN.md, "Sources: one seam")."""

@@ -1,0 +1,1 @@
+"""TiCDC outputs: the open protocol (Kafka) and the storage sink formats."""
