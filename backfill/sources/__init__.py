@@ -1,1 +1,1 @@
-"""Sources: each knows its input layout and completeness rules (DESIGN.md, "Sources: one seam")."""
+"""Inputs of backfill: each package knows one input's layout and completeness rules (DESIGN.md, Sources)."""

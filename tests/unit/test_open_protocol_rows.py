@@ -192,6 +192,7 @@ def test_zero_dates_become_null_and_are_counted():
     )
     assert [got.column(c)[0].as_py() for c in ("c_date", "c_dt", "c_ts")] == [None, None, None]
     assert stats.zero_dates == 3
+    assert got.schema.metadata[b"tidelake.zero_dates"] == b"3"
     assert got.column("price")[0].as_py() == Decimal("0.00")  # absent column: its default
 
 

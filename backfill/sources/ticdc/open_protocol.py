@@ -16,8 +16,9 @@ decompression problem raises :class:`~tidelake.errors.InputError` naming topic, 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import orjson
@@ -100,12 +101,15 @@ def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[
     return list(zip(keys, values, strict=True))
 
 
-def parse_key(data: bytes, where: Where, index: int) -> dict[str, Any]:
-    """Key JSON -> dict, with its types checked (``ts`` u64, ``t`` 1..3, names strings ...)."""
-    try:
-        key = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise where.error(f"key is not JSON: {e}", index) from None
+def parse_key(data: bytes | dict[str, Any], where: Where, index: int) -> dict[str, Any]:
+    """Key JSON (or its parsed dict) -> dict, with its types checked (``ts`` u64, ``t`` 1..3, ...)."""
+    if isinstance(data, dict):
+        key = data
+    else:
+        try:
+            key = orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise where.error(f"key is not JSON: {e}", index) from None
     if not isinstance(key, dict):
         raise where.error(f"key JSON is {type(key).__name__}, not an object", index)
     ts, t = key.get("ts"), key.get("t")
@@ -145,46 +149,92 @@ def parse_ddl_value(data: bytes, where: Where, index: int) -> tuple[str, int]:
     return doc["q"], doc["t"]
 
 
-def _columns() -> dict[str, list[Any]]:
-    return {f.name: [] for f in EVENT_SCHEMA}
-
-
-def _append_message(
-    cols: dict[str, list[Any]], key: bytes | None, value: bytes | None, where: Where, codec: str
-) -> None:
-    for i, (kjson, vbytes) in enumerate(split_message(key, value, where)):
-        k = parse_key(kjson, where, i)
-        t = k["t"]
-        query, ddl_type, row_value = None, None, None
+def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
+    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    wheres: list[Where] = []
+    indexes: list[int] = []
+    for key, value, where in messages:
+        pairs = split_message(key, value, where)
+        keys.extend(k for k, _ in pairs)
+        values.extend(v for _, v in pairs)
+        wheres.extend(repeat(where, len(pairs)))
+        indexes.extend(range(len(pairs)))
+    n = len(keys)
+    try:  # one parse for all keys; a failure is located key by key
+        docs = orjson.loads(b"[" + b",".join(keys) + b"]") if n else []
+        if len(docs) != n or set(map(type, docs)) - {dict}:
+            docs = None
+    except orjson.JSONDecodeError:
+        docs = None
+    if docs is None:
+        docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]
+    get = dict.get
+    ts = list(map(get, docs, repeat("ts")))
+    types = list(map(get, docs, repeat("t")))
+    schemas = list(map(get, docs, repeat("scm")))
+    tables = list(map(get, docs, repeat("tbl")))
+    row_ids = list(map(get, docs, repeat("rid")))
+    physical = list(map(get, docs, repeat("ptn")))
+    ohk = list(map(get, docs, repeat("ohk")))
+    ccl = list(map(get, docs, repeat("ccl")))
+    clean = (
+        set(map(type, ts)) <= {int}
+        and set(types) <= {ROW, DDL, RESOLVED}
+        and set(map(type, types)) <= {int}
+        and set(map(type, schemas)) <= {str, type(None)}
+        and set(map(type, tables)) <= {str, type(None)}
+        and set(map(type, row_ids)) <= {int, type(None)}
+        and set(map(type, physical)) <= {int, type(None)}
+        and set(map(type, ohk)) <= {bool, type(None)}
+        and set(map(type, ccl)) <= {str, type(None)}
+        and (not n or (min(ts) >= 0 and max(ts) < 1 << 64))
+        and all(s and t for s, t, ty in zip(schemas, tables, types, strict=True) if ty == ROW)
+    )
+    if not clean:  # some key breaks a rule: the per-key check names it
+        for d, w, i in zip(docs, wheres, indexes, strict=True):
+            parse_key(d, w, i)
+    row_values: list[bytes | None] = [None] * n
+    queries: list[str | None] = [None] * n
+    ddl_types: list[int | None] = [None] * n
+    for i, (t, v) in enumerate(zip(types, values, strict=True)):
+        if t == ROW and codec == "none" and v:
+            row_values[i] = v
+            continue
+        where, index = wheres[i], indexes[i]
         if t == RESOLVED:
-            if vbytes:
-                raise where.error(f"resolved event with a {len(vbytes)}-byte value (expected none)", i)
+            if v:
+                raise where.error(f"resolved event with a {len(v)}-byte value (expected none)", index)
+            continue
+        try:
+            plain = decompress(codec, v)
+        except ValueError as e:
+            raise where.error(f"value does not decompress ({e})", index) from None
+        if t == DDL:
+            queries[i], ddl_types[i] = parse_ddl_value(plain, where, index)
+        elif not plain:
+            raise where.error("row event with an empty value", index)
         else:
-            try:
-                plain = decompress(codec, vbytes)
-            except ValueError as e:
-                raise where.error(f"value does not decompress ({e})", i) from None
-            if t == DDL:
-                query, ddl_type = parse_ddl_value(plain, where, i)
-            else:
-                if not plain:
-                    raise where.error("row event with an empty value", i)
-                row_value = plain
-        cols["topic"].append(where.topic)
-        cols["partition"].append(where.partition)
-        cols["offset"].append(where.offset)
-        cols["index"].append(i)
-        cols["type"].append(t)
-        cols["ts"].append(k["ts"])
-        cols["schema"].append(k.get("scm"))
-        cols["table"].append(k.get("tbl"))
-        cols["row_id"].append(k.get("rid"))
-        cols["physical_id"].append(k.get("ptn"))
-        cols["handle_only"].append(bool(k.get("ohk", False)))
-        cols["claim_check"].append(k.get("ccl") or None)
-        cols["value"].append(row_value)
-        cols["ddl_query"].append(query)
-        cols["ddl_type"].append(ddl_type)
+            row_values[i] = plain
+    cols = {
+        "topic": [w.topic for w in wheres],
+        "partition": [w.partition for w in wheres],
+        "offset": [w.offset for w in wheres],
+        "index": indexes,
+        "type": types,
+        "ts": ts,
+        "schema": schemas,
+        "table": tables,
+        "row_id": row_ids,
+        "physical_id": physical,
+        "handle_only": [bool(h) for h in ohk],
+        "claim_check": [c or None for c in ccl],
+        "value": row_values,
+        "ddl_query": queries,
+        "ddl_type": ddl_types,
+    }
+    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
 
 
 def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
@@ -193,15 +243,18 @@ def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "no
     An empty batch (a key of the version alone, value empty) yields no event.
     """
     check_codec(compression)
-    cols = _columns()
     keys = records.column("key").to_pylist()
     values = records.column("value").to_pylist()
     topics = records.column("topic").to_pylist()
     partitions = records.column("partition").to_pylist()
     offsets = records.column("offset").to_pylist()
-    for key, value, topic, partition, offset in zip(keys, values, topics, partitions, offsets, strict=True):
-        _append_message(cols, key, value, Where(topic, partition, offset), compression)
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+    messages = (
+        (key, value, Where(topic, partition, offset))
+        for key, value, topic, partition, offset in zip(
+            keys, values, topics, partitions, offsets, strict=True
+        )
+    )
+    return _decode(messages, compression)
 
 
 def decode_message(
@@ -215,9 +268,7 @@ def decode_message(
 ) -> pa.Table:
     """One Kafka message -> its events (``EVENT_SCHEMA``)."""
     check_codec(compression)
-    cols = _columns()
-    _append_message(cols, key, value, Where(topic, partition, offset), compression)
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+    return _decode(iter([(key, value, Where(topic, partition, offset))]), compression)
 
 
 def records_table(

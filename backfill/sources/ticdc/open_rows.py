@@ -10,10 +10,11 @@ values in base64 too (the docs' event-stream example); a column object without `
 
 The work is per column over the whole batch (one ``orjson`` parse per event, then one list per column
 turned into Arrow and converted by Arrow compute); TIMESTAMP text is in the changefeed's time zone
-(``time_zone``) and becomes a UTC instant. Zero or impossible dates become NULL and are counted. Output:
+(``time_zone``) and becomes a UTC instant. Zero or impossible dates become NULL and are counted (``stats``
+and the schema metadata ``tidelake.zero_dates``, as ``decode_batch`` does). Output:
 ``TableSchema.arrow_schema`` (every field nullable: DELETE rows carry the key columns only), then
-``_tidb_commit_ts``, ``_tidb_op`` (PUT/DELETE), the ordering columns ``_kafka_partition``,
-``_kafka_offset``, ``_kafka_index`` (event position in its message) and ``_tidb_fetch``.
+``_tidb_op`` (PUT/DELETE), ``_tidb_commit_ts`` (the storage decoders' shape), the ordering columns
+``_kafka_partition``, ``_kafka_offset``, ``_kafka_index`` (event position in its message), ``_tidb_fetch``.
 
 An update (``u`` + ``p``) whose key columns changed becomes a DELETE of the old key, then the PUT (same
 ts, same position, the DELETE first). Handle-key-only events (``ohk``) and claim-check events (``ccl``)
@@ -28,6 +29,8 @@ import binascii
 import datetime as dt
 import re
 from collections.abc import Callable, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -35,7 +38,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.codec import DecodeStats
+from backfill.codec import ZERO_DATES_METADATA_KEY, DecodeStats
 from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, int_bounds
 from backfill.sources.ticdc import go_quote
@@ -75,6 +78,7 @@ _FAMILIES: tuple[frozenset[int], ...] = (
 )
 _FAMILY_OF = {code: fam for fam in _FAMILIES for code in fam}
 
+_GET_T = itemgetter("t")
 _TIME_TEXT = re.compile(r"-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?\Z")
 _OFFSET_TZ = re.compile(r"([+-])(\d{1,2}):(\d{2})\Z")
 
@@ -83,11 +87,11 @@ def output_schema(schema: TableSchema) -> pa.Schema:
     """The typed rows: the table's Delta columns (nullable), commit ts, op, ordering, fetch marker."""
     fields = [f.with_nullable(True) for f in schema.arrow_schema]
     fields += [
-        pa.field(COMMIT_TS, pa.int64()),
-        pa.field(OP, pa.string()),
-        pa.field(PARTITION, pa.int32()),
-        pa.field(OFFSET, pa.int64()),
-        pa.field(INDEX, pa.int32()),
+        pa.field(OP, pa.string(), nullable=False),
+        pa.field(COMMIT_TS, pa.int64(), nullable=False),
+        pa.field(PARTITION, pa.int32(), nullable=False),
+        pa.field(OFFSET, pa.int64(), nullable=False),
+        pa.field(INDEX, pa.int32(), nullable=False),
         pa.field(FETCH, pa.string()),
     ]
     return pa.schema(fields)
@@ -131,26 +135,36 @@ class _Batch:
         self.put: list[bool] = []
         self.sections: list[dict[str, Any]] = []
         self.old: list[dict[str, Any] | None] = []
-        for i, raw in enumerate(events.column("value").to_pylist()):
-            try:
-                doc = orjson.loads(raw)
-            except (orjson.JSONDecodeError, TypeError) as e:
-                raise self.error(i, f"row value is not JSON: {e}") from None
-            if not isinstance(doc, dict):
-                raise self.error(i, "row value is not a JSON object")
-            d, u = doc.get("d"), doc.get("u")
-            if d:
-                self.put.append(False)
-                self.sections.append(d)
-                self.old.append(None)
-            elif u:
-                self.put.append(True)
-                self.sections.append(u)
-                self.old.append(doc.get("p") or None)
-            else:
-                raise self.error(i, "row value has neither 'u' (insert/update) nor 'd' (delete) columns")
-            if not isinstance(self.sections[-1], dict) or not isinstance(self.old[-1] or {}, dict):
-                raise self.error(i, "row value sections are not JSON objects")
+        raws = events.column("value").to_pylist()
+        try:  # one parse for the whole batch; a failure is located value by value below
+            docs = orjson.loads(b"[" + b",".join(raws) + b"]")
+            if len(docs) != len(raws):
+                docs = None
+        except (orjson.JSONDecodeError, TypeError):
+            docs = None
+        if docs is None:
+            docs = []
+            for i, raw in enumerate(raws):
+                try:
+                    docs.append(orjson.loads(raw))
+                except (orjson.JSONDecodeError, TypeError) as e:
+                    raise self.error(i, f"row value is not JSON: {e}") from None
+        if set(map(type, docs)) - {dict}:
+            raise self.error(
+                _first_bad(docs, lambda d: isinstance(d, dict)), "row value is not a JSON object"
+            )
+        dels = list(map(dict.get, docs, repeat("d")))
+        ups = list(map(dict.get, docs, repeat("u")))
+        olds = list(map(dict.get, docs, repeat("p")))
+        self.put = [not d for d in dels]
+        self.sections = [d or u for d, u in zip(dels, ups, strict=True)]
+        self.old = [p if put and p else None for p, put in zip(olds, self.put, strict=True)]
+        if set(map(type, self.sections)) - {dict} or set(map(type, self.old)) - {dict, type(None)}:
+            for i, (sec, old) in enumerate(zip(self.sections, self.old, strict=True)):
+                if not sec:
+                    raise self.error(i, "row value has neither 'u' (insert/update) nor 'd' (delete) columns")
+                if not isinstance(sec, dict) or not isinstance(old or {}, dict):
+                    raise self.error(i, "row value sections are not JSON objects")
 
     def where(self, row: int) -> Where:
         return Where(self.topic[row], self.partitions[row], self.offsets[row])
@@ -188,16 +202,19 @@ def rows_to_arrow(
                 f"{schema.schema_name or '?'}.{schema.name} carries only the handle-key columns; "
                 "configure an upstream to fetch the full row",
             )
-    st = stats if stats is not None else DecodeStats()
+    st = DecodeStats()
     decoder = _Decoder(schema, time_zone, st, b)
     is_put = pa.array(b.put, pa.bool_())
     columns = decoder.columns(b.sections, is_put, key_only_for_deletes=True)
     meta = _meta(b, is_put)
     main = pa.Table.from_arrays([*columns, *meta], schema=target)
     st.rows += b.n
+    if stats is not None:
+        stats.add(st)
+    zero_dates = {ZERO_DATES_METADATA_KEY: str(st.zero_dates).encode()}
     moved = decoder.moved_keys(b)
     if not moved:
-        return main
+        return main.replace_schema_metadata(zero_dates)
     rows = np.array(moved, dtype=np.int64)
     keys = schema.pk_columns
     old_sections = [  # a key column absent from p did not change (only-output-updated-columns)
@@ -208,12 +225,12 @@ def rows_to_arrow(
         old_sections, pa.array([False] * len(moved)), key_only_for_deletes=True, batch=sub
     )
     sub_meta = [m.take(pa.array(rows)) for m in meta]
-    sub_meta[1] = pa.array([DELETE] * len(moved), pa.string())
+    sub_meta[0] = pa.array([DELETE] * len(moved), pa.string())
     sub_meta[-1] = pa.nulls(len(moved), pa.string())
     deletes = pa.Table.from_arrays([*key_cols, *sub_meta], schema=target)
     both = pa.concat_tables([main, deletes])
     position = np.concatenate([np.arange(b.n) * 2 + 1, rows * 2])
-    return both.take(pa.array(np.argsort(position, kind="stable")))
+    return both.take(pa.array(np.argsort(position, kind="stable"))).replace_schema_metadata(zero_dates)
 
 
 def _meta(b: _Batch, is_put: pa.Array) -> list[pa.Array]:
@@ -221,8 +238,8 @@ def _meta(b: _Batch, is_put: pa.Array) -> list[pa.Array]:
     op = pc.if_else(is_put, pa.scalar(PUT), pa.scalar(DELETE))
     fetch = pa.array([f if put else None for f, put in zip(b.fetch, b.put, strict=True)], pa.string())
     return [
-        ts,
         op,
+        ts,
         b.partition.combine_chunks().cast(pa.int32()),
         b.offset.combine_chunks().cast(pa.int64()),
         b.index.combine_chunks().cast(pa.int32()),
@@ -300,7 +317,7 @@ class _Decoder:
                 continue
             col = self.schema.by_name[name]
             is_key = name in self.key_names
-            cells = [s.get(name) for s in sections]
+            cells = list(map(dict.get, sections, repeat(name)))
             if any_delete and key_only_for_deletes and not is_key:
                 cells = [c if p else None for c, p in zip(cells, puts, strict=True)]
             try:
@@ -321,21 +338,26 @@ class _Decoder:
     def _column(self, col: ColumnSchema, cells: list[Any], puts: np.ndarray, b: Any) -> pa.Array:
         n = len(cells)
         try:
-            codes = [c["t"] if c is not None else None for c in cells]
-            vals = [c.get("v") if c is not None else None for c in cells]
+            if None in cells:
+                codes = [c["t"] if c is not None else None for c in cells]
+                vals = [c.get("v") if c is not None else None for c in cells]
+            else:
+                codes = list(map(_GET_T, cells))
+                vals = list(map(dict.get, cells, repeat("v")))
         except (TypeError, KeyError, AttributeError):
             bad = _first_bad(cells, lambda c: c is None or (isinstance(c, dict) and "t" in c))
             raise _Bad(bad, "not a column object with a type code 't'") from None
         family = _FAMILY_OF.get(col.tp)
-        for i, code in enumerate(codes):
+        for code in set(codes):  # a few distinct codes per column: check those, locate a bad one after
             if code is not None and code != col.tp and _FAMILY_OF.get(code) is not family:
-                if code == TP_NULL and vals[i] is None:
-                    continue
-                raise _Bad(i, f"type code {code} does not fit the schema's type {col.tp} ({col.spark_type})")
-        absent = [c is None for c in cells]
+                for i, (c, v) in enumerate(zip(codes, vals, strict=True)):
+                    if c == code and not (c == TP_NULL and v is None):
+                        raise _Bad(
+                            i, f"type code {c} does not fit the schema's type {col.tp} ({col.spark_type})"
+                        )
         arr = self._values(col, cells, vals, codes)
-        if any(absent) and puts.any():
-            fill_rows = np.array(absent) & puts
+        if None in cells and puts.any():
+            fill_rows = np.fromiter((c is None for c in cells), bool, n) & puts
             if fill_rows.any():
                 fill = fill_value(col)
                 if isinstance(fill, ZeroDate):
