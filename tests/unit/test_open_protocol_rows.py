@@ -247,9 +247,9 @@ def test_old_format_without_flags_reads_base64_varchar():
 def test_schema_from_columns_of_a_current_event():
     version = VERSIONS[0]
     (row,) = [d for _k, _v, d, _r in random_rows(version, 1, seed=11)]
-    import orjson
+    import msgspec
 
-    cols = orjson.loads(row_value_json(version.schema, new=row, old=None))["u"]
+    cols = msgspec.json.decode(row_value_json(version.schema, new=row, old=None))["u"]
     info = schema_from_columns("shop", "orders", cols, row_id=row["id"])
     guessed = TableSchema.from_table_info(info, schema_name="shop")
     assert guessed.pk_kind == "int" and guessed.pk_columns == ("id",)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
 
-import orjson
+import msgspec
 import pyarrow as pa
 
 from backfill.sources.ticdc.compression import check_codec, decompress
@@ -107,8 +107,8 @@ def parse_key(data: bytes | dict[str, Any], where: Where, index: int) -> dict[st
         key = data
     else:
         try:
-            key = orjson.loads(data)
-        except orjson.JSONDecodeError as e:
+            key = msgspec.json.decode(data)
+        except msgspec.DecodeError as e:
             raise where.error(f"key is not JSON: {e}", index) from None
     if not isinstance(key, dict):
         raise where.error(f"key JSON is {type(key).__name__}, not an object", index)
@@ -141,8 +141,8 @@ def _is_uint(v: Any, bits: int) -> bool:
 def parse_ddl_value(data: bytes, where: Where, index: int) -> tuple[str, int]:
     """DDL value JSON ``{"q": query, "t": action type}``."""
     try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
         raise where.error(f"DDL value is not JSON: {e}", index) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("q"), str) or not _is_int(doc.get("t")):
         raise where.error(f"DDL value is not {{'q': query, 't': type}}: {data[:200]!r}", index)
@@ -163,10 +163,10 @@ def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec:
         indexes.extend(range(len(pairs)))
     n = len(keys)
     try:  # one parse for all keys; a failure is located key by key
-        docs = orjson.loads(b"[" + b",".join(keys) + b"]") if n else []
+        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if n else []
         if len(docs) != n or set(map(type, docs)) - {dict}:
             docs = None
-    except orjson.JSONDecodeError:
+    except msgspec.DecodeError:
         docs = None
     if docs is None:
         docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]

@@ -8,7 +8,7 @@ Go-``strconv.Quote``-escaped (:mod:`go_quote`), the BLOB/TEXT codes 249-252 as b
 SET as its bitmask, BIT as a u64. Messages from TiCDC before v4.0.5 have no ``"f"`` and carry CHAR/VARCHAR
 values in base64 too (the docs' event-stream example); a column object without ``"f"`` is read that way.
 
-The work is per column over the whole batch (one ``orjson`` parse per event, then one list per column
+The work is per column over the whole batch (one typed msgspec parse per batch, then one list per column
 turned into Arrow and converted by Arrow compute); TIMESTAMP text is in the changefeed's time zone
 (``time_zone``) and becomes a UTC instant. Zero or impossible dates become NULL and are counted (``stats``
 and the schema metadata ``tidelake.zero_dates``, as ``decode_batch`` does). Output:
@@ -32,11 +32,11 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
-from operator import itemgetter
+from operator import attrgetter
 from typing import Any
 
+import msgspec
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -80,7 +80,34 @@ _FAMILIES: tuple[frozenset[int], ...] = (
 )
 _FAMILY_OF = {code: fam for fam in _FAMILIES for code in fam}
 
-_GET_T = itemgetter("t")
+
+class _Col(msgspec.Struct, gc=False):
+    """A column object; ``f`` is None in messages from before v4.0.5 (no flags)."""
+
+    t: int
+    v: Any = None
+    f: int | None = None
+    h: bool = False
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+
+class _Value(msgspec.Struct, gc=False):
+    """A row value. ``p`` stays loose: ticdc's only-output-updated-columns can write stray fields in it."""
+
+    u: dict[str, _Col] | None = None
+    p: dict[str, Any] | None = None
+    d: dict[str, _Col] | None = None
+
+
+_VALUE = msgspec.json.Decoder(_Value)
+_VALUES = msgspec.json.Decoder(list[_Value])
+_ATTR_T, _ATTR_V = attrgetter("t"), attrgetter("v")
+_ATTR_U, _ATTR_P, _ATTR_D = attrgetter("u"), attrgetter("p"), attrgetter("d")
 _TIME_TEXT = re.compile(r"-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?\Z")
 _OFFSET_TZ = re.compile(r"([+-])(\d{1,2}):(\d{2})\Z")
 
@@ -150,36 +177,31 @@ class _Batch:
         self.sections: list[dict[str, Any]] = []
         self.old: list[dict[str, Any] | None] = []
         raws = events.column("value").to_pylist()
-        try:  # one parse for the whole batch; a failure is located value by value below
+        try:  # one typed parse for the whole batch; a failure is located value by value below
             with _no_gc():
-                docs = orjson.loads(b"[" + b",".join(raws) + b"]")
+                docs = _VALUES.decode(b"[" + b",".join(raws) + b"]")
             if len(docs) != len(raws):
                 docs = None
-        except (orjson.JSONDecodeError, TypeError):
+        except (msgspec.DecodeError, TypeError):
             docs = None
         if docs is None:
             docs = []
             for i, raw in enumerate(raws):
                 try:
-                    docs.append(orjson.loads(raw))
-                except (orjson.JSONDecodeError, TypeError) as e:
+                    docs.append(_VALUE.decode(raw))
+                except msgspec.ValidationError as e:
+                    raise self.error(i, f"row value does not have the open protocol's shape: {e}") from None
+                except (msgspec.DecodeError, TypeError) as e:
                     raise self.error(i, f"row value is not JSON: {e}") from None
-        if set(map(type, docs)) - {dict}:
-            raise self.error(
-                _first_bad(docs, lambda d: isinstance(d, dict)), "row value is not a JSON object"
-            )
-        dels = list(map(dict.get, docs, repeat("d")))
-        ups = list(map(dict.get, docs, repeat("u")))
-        olds = list(map(dict.get, docs, repeat("p")))
+        dels = list(map(_ATTR_D, docs))
+        ups = list(map(_ATTR_U, docs))
+        olds = list(map(_ATTR_P, docs))
         self.put = [not d for d in dels]
         self.sections = [d or u for d, u in zip(dels, ups, strict=True)]
         self.old = [p if put and p else None for p, put in zip(olds, self.put, strict=True)]
-        if set(map(type, self.sections)) - {dict} or set(map(type, self.old)) - {dict, type(None)}:
-            for i, (sec, old) in enumerate(zip(self.sections, self.old, strict=True)):
-                if not sec:
-                    raise self.error(i, "row value has neither 'u' (insert/update) nor 'd' (delete) columns")
-                if not isinstance(sec, dict) or not isinstance(old or {}, dict):
-                    raise self.error(i, "row value sections are not JSON objects")
+        if not all(self.sections):
+            bad = _first_bad(self.sections, bool)
+            raise self.error(bad, "row value has neither 'u' (insert/update) nor 'd' (delete) columns")
 
     def where(self, row: int) -> Where:
         return Where(self.topic[row], self.partitions[row], self.offsets[row])
@@ -233,7 +255,7 @@ def rows_to_arrow(
     rows = np.array(moved, dtype=np.int64)
     keys = schema.pk_columns
     old_sections = [  # a key column absent from p did not change (only-output-updated-columns)
-        {**{k: b.sections[i][k] for k in keys if k in b.sections[i]}, **(b.old[i] or {})} for i in moved
+        {k: _as_col(b.old[i].get(k, b.sections[i].get(k)), b, i) for k in keys} for i in moved
     ]
     sub = _Subset(b, moved)
     key_cols = decoder.columns(
@@ -246,6 +268,15 @@ def rows_to_arrow(
     both = pa.concat_tables([main, deletes])
     position = np.concatenate([np.arange(b.n) * 2 + 1, rows * 2])
     return both.take(pa.array(np.argsort(position, kind="stable"))).replace_schema_metadata(zero_dates)
+
+
+def _as_col(obj: Any, b: _Batch, row: int) -> _Col | None:
+    if obj is None or isinstance(obj, _Col):
+        return obj
+    try:
+        return msgspec.convert(obj, _Col)
+    except msgspec.ValidationError as e:
+        raise b.error(row, f"old value column is not a column object: {e}") from None
 
 
 def _meta(b: _Batch, is_put: pa.Array) -> list[pa.Array]:
@@ -298,7 +329,7 @@ class _Decoder:
                 if before is None:
                     continue  # only-output-updated-columns: an absent column did not change
                 after = new.get(name)
-                if not isinstance(before, dict) or not isinstance(after, dict):
+                if not isinstance(before, dict | _Col) or not isinstance(after, _Col):
                     raise b.error(i, f"column {name!r} of an update is not a column object")
                 if before.get("v") != after.get("v"):
                     out.append(i)
@@ -357,8 +388,8 @@ class _Decoder:
                 codes = [c["t"] if c is not None else None for c in cells]
                 vals = [c.get("v") if c is not None else None for c in cells]
             else:
-                codes = list(map(_GET_T, cells))
-                vals = list(map(dict.get, cells, repeat("v")))
+                codes = list(map(_ATTR_T, cells))
+                vals = list(map(_ATTR_V, cells))
         except (TypeError, KeyError, AttributeError):
             bad = _first_bad(cells, lambda c: c is None or (isinstance(c, dict) and "t" in c))
             raise _Bad(bad, "not a column object with a type code 't'") from None
