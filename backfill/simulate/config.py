@@ -54,6 +54,8 @@ class SimulationConfig:
     """Long transactions per window whose locks are still open when the capture ends."""
     check_codec: bool = False
     """Cross-check every written row: the codec's decoder must see what the model says (slow)."""
+    ticdc_changelog: bool = False
+    """Also spool the changes TiCDC would see to ``<out>/ticdc/changes.pkl`` (for the Kafka messages)."""
     rows_per_file: int = 1_000_000
     row_group_size: int = 65_536
 

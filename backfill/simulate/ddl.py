@@ -156,6 +156,8 @@ class DdlRunner:
         self.done_jobs.append((finished, self._job_json(job, finished, info)))
         if w.oplog is not None:
             w.oplog.add((finished, "ddl", job.db, job.table_name, job.mysql))
+        if w.changes is not None:
+            w.changes.ddl(finished, job.db, job.table_name, job.query, ACTION[job.kind])
         w.frozen_pids -= job.frozen_pids
         w.frozen_uids.discard(job.uid)
         w.ddl_uids.discard(job.uid)

@@ -16,6 +16,7 @@ from typing import Any
 
 from backfill.codec import table_span
 from backfill.simulate.capture import Capture
+from backfill.simulate.changelog import CHANGELOG_PATH, ChangeLog
 from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
 from backfill.simulate.ddl import DdlRunner, partition_width
 from backfill.simulate.expected import write_expected, write_index
@@ -41,6 +42,8 @@ class Engine:
         self.w = World(cfg, random.Random(cfg.seed))
         if cfg.mysql_url:
             self.w.oplog = OpLog(out / ".mysql-ops.pkl")
+        if cfg.ticdc_changelog:
+            self.w.changes = ChangeLog(out / CHANGELOG_PATH)
         self.load = Workload(self.w)
         self.ddl = DdlRunner(self.w, self.load, cfg.ddl_kinds)
         self.new_long: list[Txn] = []
@@ -119,6 +122,8 @@ class Engine:
         for k in range(cfg.scans):
             self.window(k, per_scan[k])
         events = sum(s.events for s in self.summaries)
+        if self.w.changes is not None:
+            self.w.changes.close()
         applied = False
         if self.w.oplog is not None:
             self.w.oplog.close()

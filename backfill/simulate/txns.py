@@ -482,11 +482,15 @@ class Workload:
     def _log(self, txn: Txn) -> None:
         """The transaction's logical changes, as a consumer decodes them at commit_ts - 1."""
         w = self.w
-        if w.oplog is None:
+        if w.oplog is None and w.changes is None:
             return
         for m in txn.muts:
             d = w.catalog.done.get(m.uid)
             if d is None or m.pid not in d.physical_ids:
+                continue
+            if w.changes is not None:
+                w.changes.row(w, txn.commit_ts, d, m.pid, m.key, m.put, m.phys)
+            if w.oplog is None:
                 continue
             if m.put:
                 assert m.phys is not None

@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 from backfill.codec import ZERO_TIME, decode_row
 from backfill.simulate.capture import Capture, Row
 from backfill.simulate.catalog import Catalog, IdAllocator, fill_for
+from backfill.simulate.changelog import ChangeLog
 from backfill.simulate.config import SimulationConfig
 from backfill.simulate.regions import RegionMap
 from backfill.simulate.store import Store, Version
@@ -84,6 +85,7 @@ class World:
     stats: Counter[str] = field(default_factory=Counter)
     capture: Capture | None = None
     oplog: OpLog | None = None
+    changes: ChangeLog | None = None
     tick: int = 0
     db_ids: dict[str, int] = field(default_factory=dict)
     epoch: Counter[int] = field(default_factory=Counter)

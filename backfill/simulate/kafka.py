@@ -1,0 +1,229 @@
+"""The Kafka messages a TiCDC changefeed (open protocol) publishes for a simulated workload.
+
+Input: a simulation run with ``ticdc_changelog=True`` (its ``ticdc/changes.pkl`` and
+``expected/index.json``). Output, streamed: :class:`KafkaMessage` (topic, partition, key, value), in order
+per partition, as TiCDC's MQ sink would send them (reference ticdc-protocols.md §1, §1.4, §5):
+
+- the changefeed starts at the initial snapshot ts (the first scan's checkpoint): earlier changes (the
+  initial CREATE TABLEs) are not published;
+- row events go to the partition the dispatcher picks and are batched per partition up to
+  ``max_batch_size`` events / ``max_message_bytes`` (open_protocol_encoder.go); values are compressed
+  with ``compression``;
+- a DDL is one message broadcast to every partition, after every row committed before it;
+- resolved events (value ``u64be(0)``) are broadcast to every partition after all rows at or below their
+  ts; they are sent at each scan's resolved ts (so a consumer reaching the last one holds the simulator's
+  expected state) and every ``resolved_every`` rows in between, never past the last scan's resolved ts;
+- ``restarts`` times, at a resolved point, the producer "restarts": every row sent since the previous
+  resolved event is sent again (same partitions, after the originals): at-least-once duplicates.
+
+Memory stays bounded: the pending batches and the rows since the last resolved event.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backfill.codec.schema import TableSchema
+from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
+from backfill.simulate.dispatch import Dispatcher
+from backfill.simulate.ticdc_open import (
+    FLAVORS,
+    ddl_value_json,
+    go_value,
+    handle_columns,
+    key_json,
+    row_value_json,
+)
+from backfill.sources.ticdc.compression import check_codec, compress
+from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+
+MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
+
+
+@dataclass(frozen=True)
+class Changefeed:
+    """A changefeed's sink settings (TiCDC's names): where and how the open protocol is published."""
+
+    topic: str = "tidelake-open"
+    partitions: int = 3
+    dispatcher: str = "default"
+    columns: tuple[str, ...] = ()
+    max_batch_size: int = 16
+    max_message_bytes: int = 10 * 1024 * 1024
+    compression: str = "none"
+    output_old_value: bool = True
+    flavor: str = "tiflow"
+    time_zone: str = "UTC"
+    resolved_every: int = 64
+    restarts: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_codec(self.compression)
+        Dispatcher(self.dispatcher, self.columns, self.flavor)
+        if self.flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {FLAVORS}, got {self.flavor!r}")
+        for name in ("partitions", "max_batch_size", "resolved_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMessage:
+    topic: str
+    partition: int
+    key: bytes
+    value: bytes
+
+
+class _Producer:
+    """Per-partition batches of one topic (TiCDC's open-protocol batch encoder, one per partition)."""
+
+    def __init__(self, feed: Changefeed) -> None:
+        self.feed = feed
+        self.pending: list[list[tuple[bytes, bytes]]] = [[] for _ in range(feed.partitions)]
+        self.sizes = [0] * feed.partitions
+
+    def add(self, partition: int, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
+        batch = self.pending[partition]
+        size = len(key) + len(value) + 16
+        if batch and (
+            len(batch) >= self.feed.max_batch_size
+            or self.sizes[partition] + size + 8 + MAX_RECORD_OVERHEAD > self.feed.max_message_bytes
+        ):
+            yield self._flush_one(partition)
+        self.pending[partition].append((key, value))
+        self.sizes[partition] += size
+
+    def _flush_one(self, partition: int) -> KafkaMessage:
+        batch = self.pending[partition]
+        self.pending[partition] = []
+        self.sizes[partition] = 0
+        return KafkaMessage(
+            self.feed.topic,
+            partition,
+            frame([k for k, _ in batch], version=True),
+            frame([v for _, v in batch], version=False),
+        )
+
+    def flush(self) -> Iterator[KafkaMessage]:
+        for p in range(self.feed.partitions):
+            if self.pending[p]:
+                yield self._flush_one(p)
+
+    def broadcast(self, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
+        yield from self.flush()
+        for p in range(self.feed.partitions):
+            yield KafkaMessage(self.feed.topic, p, frame([key], version=True), frame([value], version=False))
+
+
+def _index(out: Path) -> list[dict[str, Any]]:
+    doc = json.loads((out / "expected" / "index.json").read_text(encoding="utf-8"))
+    return list(doc["scans"])
+
+
+def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMessage]:
+    """Every message the changefeed publishes for the simulation under ``out``, streamed."""
+    out = Path(out)
+    scans = _index(out)
+    if not scans:
+        return
+    start_ts = scans[0]["checkpoint_ts"]
+    marks = sorted({s["resolved_ts"] for s in scans})
+    final = marks[-1]
+    rng = random.Random(feed.seed)
+    dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)
+    producer = _Producer(feed)
+    schemas: dict[Any, TableSchema] = {}
+    since_resolved: list[tuple[int, bytes, bytes]] = []
+    restarts_left = feed.restarts
+    rows_since = 0
+    last_ts = start_ts
+    last_resolved = 0
+
+    def resolved(ts: int) -> Iterator[KafkaMessage]:
+        nonlocal restarts_left, rows_since, last_resolved
+        if ts <= last_resolved:
+            return
+        if restarts_left and since_resolved and rng.random() < 0.5:
+            restarts_left -= 1
+            yield from producer.flush()
+            for p, k, v in since_resolved:  # the restarted producer sends them again
+                yield from producer.add(p, k, v)
+        since_resolved.clear()
+        rows_since = 0
+        last_resolved = ts
+        yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"")
+
+    for rec in read_changelog(out / CHANGELOG_PATH):
+        kind = rec[0]
+        if kind == "schema":
+            _, skey, db, info = rec
+            schemas[skey] = TableSchema.from_table_info(info, schema_name=db)
+            continue
+        ts = rec[1]
+        if ts <= start_ts:
+            continue
+        if ts > last_ts:  # every change at or below last_ts has been sent
+            while marks and marks[0] < ts:
+                mark = marks.pop(0)
+                if mark >= last_ts:
+                    yield from resolved(mark)
+            if rows_since >= feed.resolved_every and last_ts <= final:
+                yield from resolved(last_ts)
+            last_ts = ts
+        if kind == "ddl":
+            _, fts, db, table, query, action = rec
+            value = compress(feed.compression, ddl_value_json(query, action))
+            yield from producer.broadcast(key_json(fts, db, table, type_=2, flavor=feed.flavor), value)
+            since_resolved.clear()
+            continue
+        _, cts, db, table, skey, ptn, new, old = rec
+        schema = schemas[skey]
+        if not feed.output_old_value and new is not None:
+            old = None
+        row = new if new is not None else old
+        rowid = row.get("_tidb_rowid") if schema.pk_kind == "rowid" else None
+        if schema.pk_kind == "int":
+            rowid = row[schema.pk_columns[0]]
+        key = key_json(
+            cts,
+            db,
+            table,
+            flavor=feed.flavor,
+            row_id=rowid,
+            physical_id=ptn,
+        )
+        value = compress(
+            feed.compression,
+            row_value_json(
+                schema,
+                new=new,
+                old=old,
+                flavor=feed.flavor,
+                time_zone=feed.time_zone,
+                output_old_value=feed.output_old_value,
+            ),
+        )
+        handle = handle_columns(schema)
+        names = set(handle) | set(feed.columns)
+        values = {
+            n: go_value(schema.by_name[n], row.get(n), feed.time_zone) for n in names if n in schema.by_name
+        }
+        partition = dispatcher.partition(feed.partitions, db, table, cts, values, handle)
+        since_resolved.append((partition, key, value))
+        rows_since += 1
+        yield from producer.add(partition, key, value)
+    while marks:
+        mark = marks.pop(0)
+        if mark >= last_ts:
+            yield from resolved(mark)
+    yield from producer.flush()
+
+
+__all__ = ["Changefeed", "KafkaMessage", "open_protocol_messages"]

@@ -1,0 +1,357 @@
+"""What TiCDC's open-protocol encoder writes for a row: column flags, values, key and value JSON.
+
+Mirrors tiflow ``pkg/sink/codec/open/open_protocol_{message,encoder}.go`` + ``internal/column.go`` +
+``cdc/entry/mounter.go formatColVal`` (flavor ``"tiflow"``: key fields ts, scm, tbl, rid, ptn, t, ohk, ccl;
+columns sorted by name, as Go's json.Marshal orders a map) and ticdc ``pkg/sink/codec/open/codec.go``
+(flavor ``"ticdc"``: key fields ts, scm, tbl, t, ohk, ccl, ptn, no rid; columns in table order). Values
+come from the codec's value domain (what ``decode_row`` gives) and are turned into what TiDB hands TiCDC:
+ints, float32/float64, DECIMAL/DATE/DATETIME/TIMESTAMP/TIME/JSON text, bytes for strings, ENUM index,
+SET bits, BIT as u64. :func:`go_json` writes JSON the way Go's encoding/json does.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
+from backfill.sources.ticdc import go_quote
+from backfill.sources.ticdc.open_rows import (
+    BLOB_CODES,
+    FLAG_BINARY,
+    FLAG_HANDLE,
+    FLAG_MULTIPLE,
+    FLAG_NULLABLE,
+    FLAG_PRIMARY,
+    FLAG_UNIQUE,
+    FLAG_UNSIGNED,
+    STRING_CODES,
+)
+
+K = ColumnKind
+FLAVORS = ("tiflow", "ticdc")
+_MYSQL_UNIQUE_KEY = 4
+
+
+class Float32(float):
+    """A float TiDB holds as float32 (FLOAT columns): Go formats it with 32-bit precision."""
+
+
+def column_flags(schema: TableSchema) -> dict[str, int]:
+    """TiCDC's column flags (tiflow ``TableInfo.initColumnsFlag``, ticdc ``initColumnFlags``)."""
+    handle = set(schema.pk_columns) if schema.pk_kind in ("int", "common") else set()
+    flags: dict[str, int] = {}
+    for c in schema.columns:
+        f = 0
+        if c.charset == "binary":
+            f |= FLAG_BINARY
+        if c.is_primary_key:
+            f |= FLAG_PRIMARY
+        if c.flag & _MYSQL_UNIQUE_KEY:
+            f |= FLAG_UNIQUE
+        if c.nullable:
+            f |= FLAG_NULLABLE
+        if c.unsigned:
+            f |= FLAG_UNSIGNED
+        if c.name in handle:
+            f |= FLAG_HANDLE
+        flags[c.name] = f
+    for ix in schema.table_info.get("index_info") or ():
+        names = [ic["name"]["O"] if isinstance(ic["name"], Mapping) else ic["name"] for ic in ix["idx_cols"]]
+        for n in names:
+            if n not in flags:
+                continue
+            if ix.get("is_primary"):
+                flags[n] |= FLAG_PRIMARY
+            elif ix.get("is_unique"):
+                flags[n] |= FLAG_UNIQUE
+            if len(names) > 1:
+                flags[n] |= FLAG_MULTIPLE
+    return flags
+
+
+def handle_columns(schema: TableSchema) -> tuple[str, ...]:
+    """TiCDC's handle-key columns: the clustered key (int PK or common handle); none for rowid tables
+    without a unique NOT NULL index (the simulator's tables have no other index)."""
+    return schema.pk_columns if schema.pk_kind in ("int", "common") else ()
+
+
+def go_value(col: ColumnSchema, value: Any, time_zone: str = "UTC") -> Any:
+    """The value TiCDC holds for a column (mounter ``formatColVal``) from the codec's value domain."""
+    if value is None:
+        return None
+    kind = col.kind
+    if kind in (K.INT, K.UINT, K.YEAR):
+        return int(value)
+    if kind == K.UINT64:
+        return int(value)
+    if kind == K.FLOAT32:
+        return Float32(float(np.float32(value)))
+    if kind == K.FLOAT64:
+        return float(value)
+    if kind == K.DECIMAL:
+        return format(Decimal(value), "f")
+    if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
+        return str(value)
+    if kind == K.TEXT:
+        return value.encode("utf-8")
+    if kind == K.BINARY:
+        return bytes(value)
+    if kind == K.ENUM:
+        return 0 if value == "" else col.elems.index(value) + 1
+    if kind == K.SET:
+        names = [n for n in str(value).split(",") if n]
+        return sum(1 << col.elems.index(n) for n in names)
+    if kind == K.BIT:
+        return int.from_bytes(value, "big")
+    if kind == K.DATE:
+        return value.isoformat()
+    if kind == K.DATETIME:
+        return _time_text(value, col.fsp)
+    if kind == K.TIMESTAMP:
+        local = value.astimezone(_zone(time_zone)).replace(tzinfo=None)
+        return _time_text(local, col.fsp)
+    raise ValueError(f"no open-protocol value for kind {kind}")
+
+
+def _zone(name: str) -> dt.tzinfo:
+    if name.upper() in ("UTC", "Z"):
+        return dt.UTC
+    if name[:1] in "+-" and ":" in name:
+        hh, mm = name[1:].split(":")
+        delta = dt.timedelta(hours=int(hh), minutes=int(mm))
+        return dt.timezone(delta if name[0] == "+" else -delta)
+    return ZoneInfo(name)
+
+
+def _time_text(t: dt.datetime, fsp: int) -> str:
+    text = t.strftime("%Y-%m-%d %H:%M:%S")
+    if fsp > 0:
+        text += "." + f"{t.microsecond:06d}"[:fsp]
+    return text
+
+
+def column_object(col: ColumnSchema, value: Any, flag: int, *, handle: bool, flavor: str) -> dict[str, Any]:
+    """``{"t","h","f","v"}`` as ``FromRowChangeColumn``/``writeColumnFieldValue`` build it."""
+    obj: dict[str, Any] = {"t": col.tp}
+    if handle:
+        obj["h"] = True
+    obj["f"] = flag
+    if value is None:
+        obj["v"] = None
+    elif col.tp in STRING_CODES:
+        raw = value if isinstance(value, bytes) else str(value).encode()
+        obj["v"] = go_quote.quote(raw) if flag & FLAG_BINARY else raw.decode("utf-8", "replace")
+    elif col.tp in BLOB_CODES:
+        obj["v"] = base64.b64encode(value).decode("ascii")
+    else:
+        obj["v"] = value
+    return obj
+
+
+def row_columns(
+    schema: TableSchema,
+    row: Mapping[str, Any],
+    *,
+    flavor: str,
+    time_zone: str = "UTC",
+    only: set[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Column objects of one row (``only``: handle-key columns only), ordered as the flavor writes them."""
+    flags = column_flags(schema)
+    handles = set(handle_columns(schema))
+    out: dict[str, dict[str, Any]] = {}
+    names = [c.name for c in schema.columns]
+    if flavor == "tiflow":
+        names.sort()
+    for name in names:
+        if only is not None and name not in only:
+            continue
+        col = schema.by_name[name]
+        out[name] = column_object(
+            col, go_value(col, row.get(name), time_zone), flags[name], handle=name in handles, flavor=flavor
+        )
+    return out
+
+
+def key_json(
+    ts: int,
+    schema_name: str,
+    table: str,
+    *,
+    type_: int = 1,
+    flavor: str = "tiflow",
+    row_id: int | None = None,
+    physical_id: int | None = None,
+    handle_only: bool = False,
+    claim_check: str | None = None,
+) -> bytes:
+    """Key JSON of a row (1), DDL (2) or resolved (3) event in the flavor's field order."""
+    if type_ == 3:
+        return go_json({"ts": ts, "t": 3})
+    doc: dict[str, Any] = {"ts": ts, "scm": schema_name, "tbl": table}
+    if flavor == "tiflow":
+        if row_id:
+            doc["rid"] = row_id
+        if physical_id is not None:
+            doc["ptn"] = physical_id
+        doc["t"] = type_
+        if handle_only:
+            doc["ohk"] = True
+        if claim_check:
+            doc["ccl"] = claim_check
+    else:
+        doc["t"] = type_
+        if handle_only:
+            doc["ohk"] = True
+        if claim_check:
+            doc["ohk"] = False
+            doc["ccl"] = claim_check
+        if physical_id is not None:
+            doc["ptn"] = physical_id
+    return go_json(doc)
+
+
+def row_value_json(
+    schema: TableSchema,
+    *,
+    new: Mapping[str, Any] | None,
+    old: Mapping[str, Any] | None,
+    flavor: str = "tiflow",
+    time_zone: str = "UTC",
+    output_old_value: bool = True,
+    delete_handle_only: bool = False,
+    handle_only: bool = False,
+) -> bytes:
+    """Value JSON of an insert (``new``), update (``new`` + ``old``) or delete (``old``)."""
+    only = set(handle_columns(schema)) if handle_only else None
+    if new is None:
+        assert old is not None
+        d_only = set(handle_columns(schema)) if (delete_handle_only or handle_only) else None
+        return go_json({"d": row_columns(schema, old, flavor=flavor, time_zone=time_zone, only=d_only)})
+    doc: dict[str, Any] = {"u": row_columns(schema, new, flavor=flavor, time_zone=time_zone, only=only)}
+    if old is not None and output_old_value:
+        doc["p"] = row_columns(schema, old, flavor=flavor, time_zone=time_zone, only=only)
+    return go_json(doc)
+
+
+def ddl_value_json(query: str, action: int) -> bytes:
+    return go_json({"q": query, "t": action})
+
+
+def rowid_of(schema: TableSchema, row: Mapping[str, Any]) -> int | None:
+    return row.get(ROWID_NAME) if schema.pk_kind == "rowid" else None
+
+
+# ---------------------------------------------------------------- Go's encoding/json
+
+
+def go_json(obj: Any) -> bytes:
+    """JSON as Go's ``json.Marshal`` writes it: no spaces, HTML-safe string escapes, Go float format."""
+    out: list[str] = []
+    _write(out, obj)
+    return "".join(out).encode("utf-8")
+
+
+_ESC = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "<": "\\u003c", ">": "\\u003e"}
+_ESC["&"] = "\\u0026"
+_ESC["\u2028"] = "\\u2028"
+_ESC["\u2029"] = "\\u2029"
+
+
+def go_string(s: str) -> str:
+    out = ['"']
+    for ch in s:
+        e = _ESC.get(ch)
+        if e is not None:
+            out.append(e)
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def go_float(f: float, bits: int = 64) -> str:
+    """encoding/json floatEncoder: shortest round-trip digits, 'f' format unless tiny/huge ('e')."""
+    if math.isnan(f) or math.isinf(f):
+        raise ValueError(f"Go's json cannot encode {f}")
+    if f == 0:
+        return "-0" if math.copysign(1, f) < 0 else "0"
+    v = np.float32(f) if bits == 32 else np.float64(f)
+    a = abs(float(v))
+    if a < 1e-6 or a >= 1e21:
+        text = np.format_float_scientific(v, unique=True, trim="-", exp_digits=2)
+        if text[-3:-1] == "-0":  # Go cleans e-07 up to e-7
+            text = text[:-2] + text[-1]
+        return text
+    return np.format_float_positional(v, unique=True, trim="-")
+
+
+def _write(out: list[str], obj: Any) -> None:
+    if obj is None:
+        out.append("null")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif isinstance(obj, int):
+        out.append(str(obj))
+    elif isinstance(obj, Float32):
+        out.append(go_float(obj, 32))
+    elif isinstance(obj, float):
+        out.append(go_float(obj, 64))
+    elif isinstance(obj, str):
+        out.append(go_string(obj))
+    elif isinstance(obj, dict):
+        out.append("{")
+        first = True
+        for k, v in obj.items():
+            if not first:
+                out.append(",")
+            first = False
+            out.append(go_string(k))
+            out.append(":")
+            _write(out, v)
+        out.append("}")
+    else:
+        raise TypeError(f"cannot write {type(obj).__name__} as JSON")
+
+
+def value_string(value: Any) -> bytes:
+    """tiflow ``model.ColumnValueString`` of a TiCDC value, as the dispatchers hash it."""
+    if value is None:
+        return b"null"
+    if isinstance(value, bool):
+        return b"1" if value else b"0"
+    if isinstance(value, int):
+        return str(value).encode()
+    if isinstance(value, Float32):
+        return np.format_float_positional(np.float32(value), unique=True, trim="-").encode()
+    if isinstance(value, float):
+        return np.format_float_positional(np.float64(value), unique=True, trim="-").encode()
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode("utf-8")
+
+
+__all__ = [
+    "FLAVORS",
+    "column_flags",
+    "ddl_value_json",
+    "go_json",
+    "go_value",
+    "handle_columns",
+    "key_json",
+    "row_columns",
+    "row_value_json",
+    "value_string",
+]

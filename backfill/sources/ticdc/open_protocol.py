@@ -1,0 +1,315 @@
+"""TiCDC open protocol (seed 000; shared/reference/ticdc-protocols.md §1): Kafka messages -> events.
+
+One Kafka message is a batch. Key = ``u64be(1)`` then repeated ``[u64be(len) | key JSON]``; value = repeated
+``[u64be(len) | value JSON]``; the i-th key pairs with the i-th value (tiflow
+``pkg/sink/codec/open/open_protocol_{encoder,decoder}.go``, ticdc ``pkg/sink/codec/open/{encoder,decoder}.go``).
+A key of the version alone is an empty batch. Key JSON ``{"ts","scm","tbl","rid","ptn","t","ohk","ccl"}``:
+``t`` 1 row, 2 DDL, 3 resolved. A resolved event's value is ``u64be(0)``, an empty value. Row and DDL values
+may be compressed (``large-message-handle-compression``: the value JSON only, never the framing).
+
+:func:`decode_records` turns a batch of Kafka records (key, value, topic, partition, offset: what Spark's
+Kafka source gives) into one Arrow table of events, in input order, with the value JSON of row events kept
+as bytes for :mod:`backfill.sources.ticdc.open_rows` to type per table. Every framing, version, JSON or
+decompression problem raises :class:`~tidelake.errors.InputError` naming topic, partition and offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import repeat
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+
+from backfill.sources.ticdc.compression import check_codec, decompress
+from tidelake.errors import InputError
+
+BATCH_VERSION = 1
+ROW, DDL, RESOLVED = 1, 2, 3
+EVENT_TYPES = {ROW: "row", DDL: "ddl", RESOLVED: "resolved"}
+_U64 = struct.Struct(">Q")
+_KEY_FIELDS = frozenset({"ts", "scm", "tbl", "rid", "ptn", "t", "ohk", "ccl"})
+
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("index", pa.int32()),  # position of the event inside its message's batch
+        pa.field("type", pa.int8()),  # ROW, DDL, RESOLVED
+        pa.field("ts", pa.uint64()),  # commit ts (row), finished ts (DDL), resolved ts
+        pa.field("schema", pa.string()),
+        pa.field("table", pa.string()),
+        pa.field("row_id", pa.int64()),  # "rid": the int handle (tiflow only; null if absent)
+        pa.field("physical_id", pa.int64()),  # "ptn": partition id of a partitioned table
+        pa.field("handle_only", pa.bool_()),  # "ohk": only the handle-key columns are in the value
+        pa.field("claim_check", pa.string()),  # "ccl": the full message is in external storage
+        pa.field("value", pa.binary()),  # row events: the (decompressed) value JSON
+        pa.field("ddl_query", pa.string()),
+        pa.field("ddl_type", pa.int32()),  # TiDB model.ActionType
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """Where a message sits in Kafka; every error names it."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"topic {self.topic!r} partition {self.partition} offset {self.offset}"
+
+    def error(self, message: str, index: int | None = None) -> InputError:
+        at = "" if index is None else f" event {index}"
+        return InputError(f"open protocol: {self}{at}: {message}")
+
+
+def split_frames(data: bytes, where: Where, what: str) -> list[bytes]:
+    """``[u64be len | bytes]*`` -> the pieces; a length running past the end is an error."""
+    out = []
+    pos, n = 0, len(data)
+    while pos < n:
+        if pos + 8 > n:
+            raise where.error(f"{what}: {n - pos} stray bytes at byte {pos}, a length needs 8")
+        (size,) = _U64.unpack_from(data, pos)
+        pos += 8
+        if size > n - pos:
+            raise where.error(f"{what}: length {size} at byte {pos - 8} runs past the end ({n} bytes)")
+        out.append(data[pos : pos + size])
+        pos += size
+    return out
+
+
+def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
+    """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
+    key = key or b""
+    if len(key) < 8:
+        raise where.error(f"key of {len(key)} bytes has no 8-byte version")
+    (version,) = _U64.unpack_from(key, 0)
+    if version != BATCH_VERSION:
+        raise where.error(f"unsupported batch version {version} (expected {BATCH_VERSION})")
+    keys = split_frames(key[8:] if isinstance(key, bytes) else bytes(key)[8:], where, "key")
+    values = split_frames(bytes(value or b""), where, "value")
+    if len(keys) != len(values):
+        raise where.error(f"{len(keys)} keys but {len(values)} values in the batch")
+    return list(zip(keys, values, strict=True))
+
+
+def parse_key(data: bytes | dict[str, Any], where: Where, index: int) -> dict[str, Any]:
+    """Key JSON (or its parsed dict) -> dict, with its types checked (``ts`` u64, ``t`` 1..3, ...)."""
+    if isinstance(data, dict):
+        key = data
+    else:
+        try:
+            key = msgspec.json.decode(data)
+        except msgspec.DecodeError as e:
+            raise where.error(f"key is not JSON: {e}", index) from None
+    if not isinstance(key, dict):
+        raise where.error(f"key JSON is {type(key).__name__}, not an object", index)
+    ts, t = key.get("ts"), key.get("t")
+    if not _is_uint(ts, 64):
+        raise where.error(f"key has no unsigned 64-bit ts: {ts!r}", index)
+    if t not in EVENT_TYPES or isinstance(t, bool):
+        raise where.error(f"key type t={t!r} is not 1 (row), 2 (DDL) or 3 (resolved)", index)
+    for name in ("scm", "tbl", "ccl"):
+        if name in key and not isinstance(key[name], str):
+            raise where.error(f"key field {name!r} is not a string: {key[name]!r}", index)
+    for name in ("rid", "ptn"):
+        if key.get(name) is not None and not _is_int(key[name]):
+            raise where.error(f"key field {name!r} is not an integer: {key[name]!r}", index)
+    if "ohk" in key and not isinstance(key["ohk"], bool):
+        raise where.error(f"key field 'ohk' is not a boolean: {key['ohk']!r}", index)
+    if t == ROW and not (key.get("scm") and key.get("tbl")):
+        raise where.error("row event key without schema and table names", index)
+    return key
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and -(1 << 63) <= v < (1 << 63)
+
+
+def _is_uint(v: Any, bits: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (1 << bits)
+
+
+def parse_ddl_value(data: bytes, where: Where, index: int) -> tuple[str, int]:
+    """DDL value JSON ``{"q": query, "t": action type}``."""
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        raise where.error(f"DDL value is not JSON: {e}", index) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("q"), str) or not _is_int(doc.get("t")):
+        raise where.error(f"DDL value is not {{'q': query, 't': type}}: {data[:200]!r}", index)
+    return doc["q"], doc["t"]
+
+
+def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
+    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    wheres: list[Where] = []
+    indexes: list[int] = []
+    for key, value, where in messages:
+        pairs = split_message(key, value, where)
+        keys.extend(k for k, _ in pairs)
+        values.extend(v for _, v in pairs)
+        wheres.extend(repeat(where, len(pairs)))
+        indexes.extend(range(len(pairs)))
+    n = len(keys)
+    try:  # one parse for all keys; a failure is located key by key
+        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if n else []
+        if len(docs) != n or set(map(type, docs)) - {dict}:
+            docs = None
+    except msgspec.DecodeError:
+        docs = None
+    if docs is None:
+        docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]
+    get = dict.get
+    ts = list(map(get, docs, repeat("ts")))
+    types = list(map(get, docs, repeat("t")))
+    schemas = list(map(get, docs, repeat("scm")))
+    tables = list(map(get, docs, repeat("tbl")))
+    row_ids = list(map(get, docs, repeat("rid")))
+    physical = list(map(get, docs, repeat("ptn")))
+    ohk = list(map(get, docs, repeat("ohk")))
+    ccl = list(map(get, docs, repeat("ccl")))
+    clean = (
+        set(map(type, ts)) <= {int}
+        and set(types) <= {ROW, DDL, RESOLVED}
+        and set(map(type, types)) <= {int}
+        and set(map(type, schemas)) <= {str, type(None)}
+        and set(map(type, tables)) <= {str, type(None)}
+        and set(map(type, row_ids)) <= {int, type(None)}
+        and set(map(type, physical)) <= {int, type(None)}
+        and set(map(type, ohk)) <= {bool, type(None)}
+        and set(map(type, ccl)) <= {str, type(None)}
+        and (not n or (min(ts) >= 0 and max(ts) < 1 << 64))
+        and all(s and t for s, t, ty in zip(schemas, tables, types, strict=True) if ty == ROW)
+    )
+    if not clean:  # some key breaks a rule: the per-key check names it
+        for d, w, i in zip(docs, wheres, indexes, strict=True):
+            parse_key(d, w, i)
+    row_values: list[bytes | None] = [None] * n
+    queries: list[str | None] = [None] * n
+    ddl_types: list[int | None] = [None] * n
+    for i, (t, v) in enumerate(zip(types, values, strict=True)):
+        if t == ROW and codec == "none" and v:
+            row_values[i] = v
+            continue
+        where, index = wheres[i], indexes[i]
+        if t == RESOLVED:
+            if v:
+                raise where.error(f"resolved event with a {len(v)}-byte value (expected none)", index)
+            continue
+        try:
+            plain = decompress(codec, v)
+        except ValueError as e:
+            raise where.error(f"value does not decompress ({e})", index) from None
+        if t == DDL:
+            queries[i], ddl_types[i] = parse_ddl_value(plain, where, index)
+        elif not plain:
+            raise where.error("row event with an empty value", index)
+        else:
+            row_values[i] = plain
+    cols = {
+        "topic": [w.topic for w in wheres],
+        "partition": [w.partition for w in wheres],
+        "offset": [w.offset for w in wheres],
+        "index": indexes,
+        "type": types,
+        "ts": ts,
+        "schema": schemas,
+        "table": tables,
+        "row_id": row_ids,
+        "physical_id": physical,
+        "handle_only": [bool(h) for h in ohk],
+        "claim_check": [c or None for c in ccl],
+        "value": row_values,
+        "ddl_query": queries,
+        "ddl_type": ddl_types,
+    }
+    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+
+
+def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
+    """Kafka records (columns key, value, topic, partition, offset) -> events (``EVENT_SCHEMA``), in order.
+
+    An empty batch (a key of the version alone, value empty) yields no event.
+    """
+    check_codec(compression)
+    keys = records.column("key").to_pylist()
+    values = records.column("value").to_pylist()
+    topics = records.column("topic").to_pylist()
+    partitions = records.column("partition").to_pylist()
+    offsets = records.column("offset").to_pylist()
+    messages = (
+        (key, value, Where(topic, partition, offset))
+        for key, value, topic, partition, offset in zip(
+            keys, values, topics, partitions, offsets, strict=True
+        )
+    )
+    return _decode(messages, compression)
+
+
+def decode_message(
+    key: bytes | None,
+    value: bytes | None,
+    *,
+    topic: str,
+    partition: int,
+    offset: int,
+    compression: str = "none",
+) -> pa.Table:
+    """One Kafka message -> its events (``EVENT_SCHEMA``)."""
+    check_codec(compression)
+    return _decode(iter([(key, value, Where(topic, partition, offset))]), compression)
+
+
+def records_table(
+    messages: Sequence[tuple[str, int, int, bytes | None, bytes | None]],
+) -> pa.Table:
+    """``(topic, partition, offset, key, value)`` tuples -> the record table :func:`decode_records` reads."""
+    topic, partition, offset, key, value = zip(*messages, strict=True) if messages else ((),) * 5
+    return pa.table(
+        {
+            "key": pa.array(key, pa.binary()),
+            "value": pa.array(value, pa.binary()),
+            "topic": pa.array(topic, pa.string()),
+            "partition": pa.array(partition, pa.int32()),
+            "offset": pa.array(offset, pa.int64()),
+        }
+    )
+
+
+# ---------------------------------------------------------------- encoding (the simulator, tests)
+
+
+def frame(pieces: Sequence[bytes], *, version: bool) -> bytes:
+    """``[u64be(1)] + [u64be len | piece]*`` (keys) or without the version (values)."""
+    out = bytearray(_U64.pack(BATCH_VERSION) if version else b"")
+    for p in pieces:
+        out += _U64.pack(len(p))
+        out += p
+    return bytes(out)
+
+
+__all__ = [
+    "BATCH_VERSION",
+    "DDL",
+    "EVENT_SCHEMA",
+    "RESOLVED",
+    "ROW",
+    "Where",
+    "decode_message",
+    "decode_records",
+    "frame",
+    "parse_key",
+    "records_table",
+    "split_message",
+]

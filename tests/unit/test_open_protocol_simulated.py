@@ -1,0 +1,196 @@
+"""The simulator's open-protocol messages: dispatch hashes from tiflow's tests, and a naive consumer that
+reads a simulated changefeed with every dispatcher (duplicates, resolved events, several partitions) and
+must arrive at the simulator's expected state."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from backfill.codec import TableSchema
+from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
+from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
+from backfill.simulate.dispatch import Dispatcher, PositionInertia
+from backfill.simulate.expected import primary_key
+from backfill.simulate.kafka import Changefeed, open_protocol_messages
+from backfill.sources.ticdc.open_protocol import DDL, RESOLVED, ROW, decode_records, records_table
+from backfill.sources.ticdc.open_rows import COMMIT_TS, OP, rows_to_arrow
+
+pytestmark = pytest.mark.unit
+
+
+def test_position_inertia_vectors():
+    # pingcap/tiflow pkg/hash/position_inertia_test.go
+    h = PositionInertia()
+    for w in (b"hash", b"pingcap", b"ticdc", b"tools"):
+        h.write(b"hello", w)
+    assert h.sum == 0x914505A7
+    h = PositionInertia()
+    h.write(b"ticdc", b"hello")
+    h.write(b"hello", b"hash")
+    h.write(b"tools", b"hello")
+    h.write(b"hello", b"pingcap")
+    assert h.sum == 0x7CD6194A
+
+
+def test_table_and_index_value_dispatch_vectors():
+    # pingcap/tiflow cdc/sink/dmlsink/mq/dispatcher/partition/{table,index_value}_test.go, 16 partitions
+    table = Dispatcher("table")
+    assert [table.partition(16, "test", t, 1, {}, ()) for t in ("t1", "t2", "t3")] == [15, 5, 3]
+    iv = Dispatcher("index-value")
+    assert iv.partition(16, "test", "t1", 1, {"a": 11, "b": 22}, ("a",)) == 2
+    assert iv.partition(16, "test", "t1", 1, {"a": 22, "b": 22}, ("a",)) == 11
+    assert iv.partition(16, "test", "t2", 1, {"a": 11, "b": 22}, ("a", "b")) == 5
+    assert iv.partition(16, "test", "t2", 1, {"a": 11, "b": 0}, ("b", "a")) == 14
+    assert iv.partition(16, "test", "t2", 1, {"a": 11, "b": 33}, ("a", "b")) == 2
+    assert Dispatcher("ts").partition(16, "test", "t1", 35, {}, ()) == 3
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("kafka-sim") / "sim"
+    simulate(
+        SimulationConfig(
+            out=out, seed=5, tables=4, rows=20, txns=160, scans=3, ddl_kinds=(), ticdc_changelog=True
+        )
+    )
+    return out
+
+
+def schemas_of(out: Path) -> dict[tuple[str, str], TableSchema]:
+    schemas = {}
+    for rec in read_changelog(out / CHANGELOG_PATH):
+        if rec[0] == "schema":
+            info = rec[3]
+            schemas[(rec[2], info["name"]["O"])] = TableSchema.from_table_info(info, schema_name=rec[2])
+    return schemas
+
+
+def consume(out: Path, feed: Changefeed) -> tuple[dict, int, dict]:
+    """A naive consumer: per-partition resolved ts, global = min; rows at or below it, last by ts per key
+    (a PUT wins over a DELETE of the same key at the same ts); duplicates land on the same result."""
+    offsets: dict[int, int] = defaultdict(int)
+    records = []
+    for m in open_protocol_messages(out, feed):
+        records.append((m.topic, m.partition, offsets[m.partition], m.key, m.value))
+        offsets[m.partition] += 1
+    events = decode_records(records_table(records), compression=feed.compression)
+    watermark: dict[int, int] = {}
+    for e in events.filter(pa.compute.equal(events["type"], RESOLVED)).to_pylist():
+        watermark[e["partition"]] = max(watermark.get(e["partition"], 0), e["ts"])
+    resolved = min(watermark.get(p, 0) for p in range(feed.partitions))
+    rows = events.filter(pa.compute.equal(events["type"], ROW))
+    state: dict[tuple[str, str], dict] = defaultdict(dict)
+    schemas = schemas_of(out)
+    for (db, name), schema in schemas.items():
+        mask = pa.compute.and_(pa.compute.equal(rows["schema"], db), pa.compute.equal(rows["table"], name))
+        typed = rows_to_arrow(rows.filter(mask), schema, time_zone=feed.time_zone)
+        for r in typed.to_pylist():
+            if r[COMMIT_TS] > resolved:
+                continue
+            key = tuple(r[c] for c in schema.pk_columns)
+            prev = state[(db, name)].get(key)
+            rank = (r[COMMIT_TS], r[OP] == "PUT")
+            if prev is None or rank >= prev[0]:
+                state[(db, name)][key] = (rank, r)
+    counts = {"ddl": int(pa.compute.sum(pa.compute.equal(events["type"], DDL)).as_py() or 0)}
+    counts["messages"] = len(records)
+    counts["rows"] = rows.num_rows
+    return state, resolved, counts
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        Changefeed(dispatcher="default", partitions=3),
+        Changefeed(dispatcher="index-value", partitions=4, max_batch_size=5, compression="snappy"),
+        Changefeed(dispatcher="ts", partitions=2, restarts=3, compression="lz4", time_zone="Asia/Shanghai"),
+        Changefeed(dispatcher="rowid", partitions=5, max_batch_size=1, seed=3),
+        Changefeed(dispatcher="table", partitions=1, output_old_value=False, restarts=0),
+    ],
+    ids=lambda f: f.dispatcher,
+)
+def test_a_naive_consumer_reaches_the_expected_state(sim, feed):
+    state, resolved, counts = consume(sim, feed)
+    scans = load_index(sim)
+    assert resolved == scans[-1]["resolved_ts"]
+    expected = load_expected(sim, scans[-1]["scan_id"])
+    assert counts["ddl"] == 0 and counts["rows"] > 100
+    for (db, name), table in expected.items():
+        want = {tuple(r[c] for c in primary_key(table)): r for r in table.to_pylist()}
+        got = {k: v[1] for k, v in state[(db, name)].items() if v[1][OP] == "PUT"}
+        assert set(got) == set(want), (db, name)
+        for k, row in want.items():
+            for col, value in row.items():
+                assert got[k][col] == value, (db, name, k, col)
+
+
+def test_messages_are_batched_broadcast_and_duplicated(sim):
+    feed = Changefeed(dispatcher="default", partitions=3, max_batch_size=4, restarts=2, seed=1)
+    offsets: dict[int, int] = defaultdict(int)
+    records = []
+    for m in open_protocol_messages(sim, feed):
+        records.append((m.topic, m.partition, offsets[m.partition], m.key, m.value))
+        offsets[m.partition] += 1
+    events = decode_records(records_table(records)).to_pylist()
+    per_message = defaultdict(int)
+    for e in events:
+        per_message[(e["partition"], e["offset"])] += 1
+    assert max(per_message.values()) == 4
+    resolved_by_partition = defaultdict(list)
+    for e in events:
+        if e["type"] == RESOLVED:
+            resolved_by_partition[e["partition"]].append(e["ts"])
+    assert len({tuple(v) for v in resolved_by_partition.values()}) == 1  # broadcast to every partition
+    rows = [(e["partition"], e["ts"], e["value"]) for e in events if e["type"] == ROW]
+    assert len(rows) > len(set(rows))  # the restart re-sent rows, in their own partition
+    # a resolved event follows every row at or below its ts in its partition
+    for p in range(3):
+        seen_resolved = 0
+        for e in (e for e in events if e["partition"] == p):
+            if e["type"] == RESOLVED:
+                seen_resolved = e["ts"]
+            elif e["type"] == ROW:
+                assert e["ts"] > seen_resolved
+
+
+def test_ddls_are_broadcast_in_commit_order(tmp_path):
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=4, rows=10, txns=80, scans=2, ticdc_changelog=True))
+    feed = Changefeed(dispatcher="table", partitions=2)
+    records, offsets = [], defaultdict(int)
+    for m in open_protocol_messages(out, feed):
+        records.append((m.topic, m.partition, offsets[m.partition], m.key, m.value))
+        offsets[m.partition] += 1
+    events = decode_records(records_table(records)).to_pylist()
+    ddls = [
+        [(e["ts"], e["ddl_query"]) for e in events if e["type"] == DDL and e["partition"] == p]
+        for p in (0, 1)
+    ]
+    assert ddls[0] and ddls[0] == ddls[1]
+    for p in (0, 1):
+        last = 0
+        for e in (e for e in events if e["partition"] == p and e["type"] == DDL):
+            assert e["ts"] > last
+            last = e["ts"]
+
+
+def test_columns_dispatcher_hashes_the_listed_columns():
+    d = Dispatcher("columns", ("a",))
+    h = PositionInertia()
+    h.write(b"test", b"t1")
+    h.write(b"a", b"11")
+    assert d.partition(7, "test", "t1", 1, {"a": 11, "b": 2}, ()) == h.sum % 7
+    h = PositionInertia()
+    h.write(b"test", b"t1")
+    h.write(b"a", b"null")
+    assert d.partition(7, "test", "t1", 1, {"a": None}, ()) == h.sum % 7  # tiflow hashes NULL as "null"
+    ticdc = Dispatcher("columns", ("a",), flavor="ticdc")
+    assert ticdc.partition(7, "test", "t1", 1, {"a": None}, ()) == Dispatcher("table").partition(
+        7, "test", "t1", 1, {}, ()
+    )
+    with pytest.raises(ValueError, match="no column 'zz'"):
+        Dispatcher("columns", ("zz",)).partition(7, "test", "t1", 1, {"a": 1}, ())
