@@ -12,7 +12,7 @@ import typer
 from tidelake.cli import NotBuiltYet, run_app
 from tidelake.config import TidelakeConfig, load_config
 from tidelake.output import emit
-from tidelake.spark import open_session
+from tidelake.spark import session_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,11 +119,8 @@ def simulate(
 
 def _with_session(settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T]) -> T:
     """Run `work` with the active SparkSession, or one made (and stopped) for it."""
-    session = open_session(f"tidelake-{purpose}-{settings.job.name}", settings.spark)
-    try:
-        return work(session.spark)
-    finally:
-        session.close()
+    with session_for(settings, purpose) as spark:
+        return work(spark)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,17 +27,22 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
-# 2. JVM packages from Maven Central, copied once into .cache/jars (Spark's own jars excluded).
+# 2. JVM packages from Maven Central, each set copied once into its own folder under .cache (refetched only
+#    when its pom changed). Groups that Spark ships itself are left out of spark.jars.
+cache_jars() {  # cache_jars POM DIR [MAVEN_ARGS...]
+  local pom=$1 dir=$2; shift 2
+  local want; want=$(sha256sum "$pom" | cut -d' ' -f1)
+  [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ] && return 0
+  echo "setup: fetching JVM packages into $dir" >&2
+  rm -rf "$dir" && mkdir -p "$dir"
+  mvn -q -f "$pom" dependency:copy-dependencies -DoutputDirectory="$root/$dir" -DincludeScope=runtime "$@"
+  echo "$want" > "$dir/.stamp"
+}
 jars=.cache/jars
-jstamp=$jars/.stamp
-jwant=$(sha256sum dev/jars/pom.xml | cut -d' ' -f1)
-if [ "$(cat "$jstamp" 2>/dev/null)" != "$jwant" ]; then
-  echo "setup: fetching JVM packages into $jars" >&2
-  rm -rf "$jars" && mkdir -p "$jars"
-  mvn -q -f dev/jars/pom.xml dependency:copy-dependencies -DoutputDirectory="$root/$jars" \
-      -DincludeScope=runtime -DexcludeGroupIds=org.scala-lang,org.antlr
-  echo "$jwant" > "$jstamp"
-fi
+cache_jars dev/jars/pom.xml "$jars" \
+  -DexcludeGroupIds=org.scala-lang,org.antlr,io.netty,org.apache.httpcomponents,commons-codec,commons-logging,org.slf4j
+# S3Proxy (a real S3 API server on 127.0.0.1) for the tests and the demo with its s3 flag; never on spark.jars.
+cache_jars dev/s3proxy/pom.xml .cache/s3proxy
 # 3. MariaDB for the integration tests; the test set-up starts its own server from this package.
 if [ "$with_tests" = 1 ] && ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then
   echo "setup: installing mariadb-server (Debian package)" >&2

@@ -83,7 +83,7 @@ def run(
     from reconcile import engine
     from reconcile.options import RunOptions
     from reconcile.upstream import open_upstream
-    from tidelake.spark import open_session
+    from tidelake.spark import session_for
 
     settings = load_config(config)
     try:
@@ -100,16 +100,13 @@ def run(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    session = open_session(f"tidelake-reconcile-{settings.job.name}", settings.spark)
-    try:
-        upstream = open_upstream(session.spark, settings.reconcile.upstream, options.parallelism)
+    with session_for(settings, "reconcile") as spark:
+        upstream = open_upstream(spark, settings.reconcile.upstream, options.parallelism)
         try:
             with progress() as bar:
-                result = engine.run(session.spark, settings, options, upstream, _Bars(bar))
+                result = engine.run(spark, settings, options, upstream, _Bars(bar))
         finally:
             upstream.close()
-    finally:
-        session.close()
     emit(result, as_json, str(output) if output else None)
     for table in result.tables:
         if table.error:

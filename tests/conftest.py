@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB, temporary warehouses."""
+"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB, a local S3 server, temporary
+warehouses."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import MariaDBServer
+from tidelake.s3local import LocalS3Server
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +50,10 @@ def mariadb_url(request: pytest.FixtureRequest) -> str:
     if "TIDELAKE_TEST_MYSQL_URL" in os.environ:
         return os.environ["TIDELAKE_TEST_MYSQL_URL"]
     return request.getfixturevalue("mariadb").url
+
+
+@pytest.fixture(scope="session")
+def local_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3Server]:
+    """A real S3 API server (S3Proxy, filesystem backend) on 127.0.0.1 for this run, stopped after it."""
+    with LocalS3Server(tmp_path_factory.mktemp("s3")) as server:
+        yield server

@@ -156,6 +156,33 @@ class ReconcileConfig:
 
 
 @dataclass(frozen=True)
+class ObjectStoreConfig:
+    """How `s3a://` paths (source and warehouse) reach their object store, Hadoop S3A underneath.
+
+    Without `access_key` the default AWS provider chain finds credentials (environment variables, the
+    instance or pod role). Put secrets in the config as `${ENV_VAR}`; they are never printed.
+    """
+
+    endpoint: str | None = None  # e.g. "https://s3.eu-west-1.amazonaws.com" or "http://127.0.0.1:9000"
+    region: str | None = None
+    path_style_access: bool = False  # MinIO, S3Proxy, Ceph: bucket in the path, not the host name
+    access_key: Secret = field(default_factory=lambda: Secret(""))
+    secret_key: Secret = field(default_factory=lambda: Secret(""))
+    session_token: Secret = field(default_factory=lambda: Secret(""))
+
+    def __post_init__(self) -> None:
+        if self.endpoint is not None and not re.match(r"^https?://[^/\s]+/?$", self.endpoint):
+            raise ValueError(f"endpoint {self.endpoint!r} must be http(s)://host[:port]")
+        if bool(self.access_key) != bool(self.secret_key):
+            raise ValueError("access_key and secret_key go together: give both or neither")
+        if self.session_token and not self.access_key:
+            raise ValueError("session_token needs access_key and secret_key")
+
+    def __repr__(self) -> str:  # never show a secret, even in a traceback
+        return f"ObjectStoreConfig(endpoint={self.endpoint!r}, region={self.region!r})"
+
+
+@dataclass(frozen=True)
 class DemoConfig:
     """The workload `backfill demo` simulates before it runs the backfill."""
 
@@ -174,6 +201,7 @@ class TidelakeConfig:
     job: JobConfig = field(default_factory=JobConfig)
     spark: SparkConfig = field(default_factory=SparkConfig)
     reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
+    object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
     demo: DemoConfig = field(default_factory=DemoConfig)
 
 

@@ -70,3 +70,17 @@ def delete(spark: SparkSession, uri: str) -> bool:
     """Remove a file or folder tree; False if it was not there."""
     fs, path = _path(spark, uri)
     return bool(fs.delete(path, True)) if fs.exists(path) else False
+
+
+def upload(spark: SparkSession, local_dir: str, uri: str) -> None:
+    """Copy a local folder tree to `uri` (any Hadoop file system) through that file system's own API.
+
+    Hadoop's generic stream copy, not S3A's copyFromLocalFile (which fails to relativize some local paths).
+    """
+    jvm = spark._jvm
+    conf = spark._jsc.hadoopConfiguration()
+    source = jvm.org.apache.hadoop.fs.Path(qualify(spark, local_dir))
+    target_fs, target = _path(spark, uri)
+    jvm.org.apache.hadoop.fs.FileUtil.copy(
+        source.getFileSystem(conf), source, target_fs, target, False, True, conf
+    )

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelake.config import PROJECT_ROOT, SparkConfig
 from tidelake.errors import ConfigError
+from tidelake.objectstore import configure, object_store_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tidelake.config import TidelakeConfig
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -64,6 +69,19 @@ def open_session(app_name: str, config: SparkConfig | None = None) -> SessionHan
     if active is not None:
         return SessionHandle(active, owned=False)
     return SessionHandle(build_session(app_name, config or SparkConfig()), owned=True)
+
+
+@contextmanager
+def session_for(settings: TidelakeConfig, purpose: str) -> Iterator[SparkSession]:
+    """The session a command works in: the active one or one made (and stopped) for it, with the
+    `[object_store]` settings on it; S3 failures inside the block become errors naming endpoint and bucket."""
+    session = open_session(f"tidelake-{purpose}-{settings.job.name}", settings.spark)
+    try:
+        configure(session.spark, settings.object_store)
+        with object_store_errors(settings.object_store):
+            yield session.spark
+    finally:
+        session.close()
 
 
 def build_session(app_name: str, config: SparkConfig) -> SparkSession:

@@ -51,7 +51,10 @@ def test_unknown_top_level_key_lists_the_valid_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, MINIMAL + "\n[sparkk]\nmaster = 'x'\n"))
     message = str(err.value)
-    assert "'sparkk'" in message and "valid keys: demo, job, reconcile, source, spark, target" in message
+    assert (
+        "'sparkk'" in message
+        and "valid keys: demo, job, object_store, reconcile, source, spark, target" in message
+    )
     assert "job.toml" in message
 
 

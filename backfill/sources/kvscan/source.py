@@ -192,11 +192,13 @@ class KvScanSource(Source):
     def _run_start(
         self, spark: SparkSession, scans: Sequence[ScanManifest], checkpoints: CheckpointBook
     ) -> int:
-        """The lowest checkpoint among the tables: the Delta tables' recorded versions, lowered for tracked
-        tables that have no Delta table yet (a run killed before it created them starts them over)."""
+        """The lowest checkpoint among the tables: the Delta tables' recorded versions, or the oldest
+        capture's checkpoint while a tracked table has no Delta table yet (a first run, or a run killed
+        before it created that table: its rows go back to the initial snapshot, so it starts over)."""
+        oldest = min(s.checkpoint_ts for s in scans)
         recorded = [version for _, _, version in checkpoints.existing()]
         if not recorded or None in recorded:
-            return min(s.checkpoint_ts for s in scans)
+            return oldest
         start = min(v for v in recorded if v is not None)
         covering = [s for s in scans if s.checkpoint_ts <= start]
         if not covering:
@@ -204,7 +206,7 @@ class KvScanSource(Source):
         first = max(covering, key=lambda s: s.checkpoint_ts)
         for table in load_capture_schema(spark, first, self.patterns).catalog.tables:
             if table.schema_at(start) is not None and checkpoints.of_table(table) is None:
-                start = min(start, max(first.checkpoint_ts, table.start_ts))
+                return oldest
         return start
 
     # --------------------------------------------------------------------------------------- changes

@@ -1,0 +1,166 @@
+"""Captures in one bucket, the warehouse in another, on a real S3 API server (S3Proxy on 127.0.0.1).
+
+The same job run from local folders is the reference: the tables on S3 must equal it row for row, a rerun
+adds nothing, a run killed between two tables finishes on rerun, and reconcile says equal. Bad credentials
+and a missing bucket end in exit 2 naming the endpoint and bucket, never the secret.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import backfill.apply.stage as stage
+from backfill.cli import main
+from backfill.run import run_backfill
+from backfill.simulate import SimulationConfig, load_index, simulate
+from tidelake import delta, fs
+from tidelake.config import load_config
+from tidelake.objectstore import configure
+from tidelake.s3local import LocalS3Server
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SECRET_ENV = "TIDELAKE_TEST_S3_SECRET"
+
+
+@pytest.fixture(scope="module")
+def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("s3-workload") / "sim"
+    simulate(SimulationConfig(out=out, seed=3, tables=3, rows=30, txns=90, scans=3))
+    return out
+
+
+@pytest.fixture(scope="module")
+def buckets(spark, local_s3: LocalS3Server, workload: Path) -> tuple[str, str]:
+    """s3a:// URIs of the captures (uploaded through the S3 API) and of an empty warehouse bucket."""
+    source = local_s3.make_bucket("tidelake-captures")
+    warehouses = local_s3.make_bucket("tidelake-warehouse")
+    configure(spark, local_s3.object_store())
+    fs.upload(spark, str(workload / "scans"), f"{source}/scans")
+    return f"{source}/scans", warehouses
+
+
+def write_config(path: Path, server: LocalS3Server, source: str, warehouse: str, workload: Path) -> Path:
+    """A job config reaching `server`; reconcile's upstream is the workload's expected state."""
+    path.write_text(
+        f'[job]\nname = "s3"\n[source]\npath = "{source}"\n[target]\nwarehouse = "{warehouse}"\n'
+        f'[object_store]\nendpoint = "{server.endpoint}"\npath_style_access = true\n'
+        f'access_key = "{server.identity}"\nsecret_key = "${{{SECRET_ENV}}}"\n'
+        f'[reconcile.upstream]\nkind = "files"\nformat = "expected"\npath = "{workload / "expected"}"\n'
+    )
+    return path
+
+
+def tables(spark, warehouse: str) -> dict[str, list[tuple]]:
+    found = {}
+    for db in fs.list_dir(spark, warehouse):
+        for table in fs.list_dir(spark, db.path):
+            rows = spark.read.format("delta").load(table.path).collect()
+            found[f"{db.name}.{table.name}"] = sorted(map(repr, (tuple(r) for r in rows)))
+    return found
+
+
+def versions(spark, warehouse: str) -> dict[str, int]:
+    return {
+        f"{db.name}.{t.name}": delta.table_version(spark, t.path)
+        for db in fs.list_dir(spark, warehouse)
+        for t in fs.list_dir(spark, db.path)
+    }
+
+
+def test_backfill_status_rerun_and_reconcile_on_s3(
+    spark, local_s3, workload, buckets, tmp_path, monkeypatch, capsys
+) -> None:
+    source, warehouses = buckets
+    monkeypatch.setenv(SECRET_ENV, local_s3.credential)
+    reference = tmp_path / "reference"
+    local = load_config(
+        write_config(tmp_path / "local.toml", local_s3, str(workload / "scans"), str(reference), workload)
+    )
+    last = load_index(workload)[-1]["resolved_ts"]
+    assert run_backfill(spark, local).resolved_ts == last
+
+    conf = write_config(tmp_path / "s3.toml", local_s3, source, f"{warehouses}/wh", workload)
+    assert main(["run", "--config", str(conf), "--json"]) == 0
+    assert f'"resolved_ts": {last}' in capsys.readouterr().out
+    assert tables(spark, f"{warehouses}/wh") == tables(spark, str(reference))
+
+    before = versions(spark, f"{warehouses}/wh")
+    assert main(["run", "--config", str(conf)]) == 0
+    assert versions(spark, f"{warehouses}/wh") == before, "a rerun adds no Delta version"
+
+    assert main(["status", "--config", str(conf), "--json"]) == 0
+    status = capsys.readouterr().out
+    assert f'"checkpoint_ts": {last}' in status and "s3a://tidelake-warehouse/wh/" in status
+
+    from reconcile.cli import main as reconcile_main
+
+    assert reconcile_main(["run", "--config", str(conf), "--json"]) == 0
+    assert local_s3.credential not in capsys.readouterr().out
+
+
+def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
+    spark, local_s3, workload, buckets, tmp_path, monkeypatch
+) -> None:
+    source, warehouses = buckets
+    monkeypatch.setenv(SECRET_ENV, local_s3.credential)
+    reference = tmp_path / "reference"
+    run_backfill(
+        spark,
+        load_config(
+            write_config(tmp_path / "l.toml", local_s3, str(workload / "scans"), str(reference), workload)
+        ),
+    )
+    config = load_config(
+        write_config(tmp_path / "k.toml", local_s3, source, f"{warehouses}/killed", workload)
+    )
+
+    real_apply, calls = stage._apply_table, []
+
+    def apply_then_die(*args, **kwargs):
+        if calls:
+            raise SystemExit("killed")  # the tables after the first never commit
+        calls.append(1)
+        return real_apply(*args, **kwargs)
+
+    monkeypatch.setattr(stage, "PARALLEL_JOBS", 1)
+    monkeypatch.setattr(stage, "_apply_table", apply_then_die)
+    with pytest.raises(SystemExit):
+        run_backfill(spark, config)
+    monkeypatch.setattr(stage, "_apply_table", real_apply)
+    done = versions(spark, f"{warehouses}/killed")
+    assert len(done) >= 1
+
+    assert run_backfill(spark, config).resolved_ts == load_index(workload)[-1]["resolved_ts"]
+    after = versions(spark, f"{warehouses}/killed")
+    assert {t: after[t] for t in done} == done, "tables committed before the kill are not written again"
+    assert tables(spark, f"{warehouses}/killed") == tables(spark, str(reference))
+
+
+def test_bad_credentials_exit_2_naming_endpoint_and_bucket_never_the_secret(
+    spark, local_s3, workload, tmp_path, monkeypatch, capsys
+) -> None:
+    locked = local_s3.make_bucket("tidelake-locked")
+    monkeypatch.setenv(SECRET_ENV, "wrong-secret-0123456789")
+    conf = write_config(tmp_path / "bad.toml", local_s3, f"{locked}/scans", f"{locked}/wh", workload)
+    assert main(["run", "--config", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert local_s3.endpoint in err and "tidelake-locked" in err and "access" in err, err
+    assert "wrong-secret-0123456789" not in err
+
+
+def test_missing_bucket_exit_2_naming_it(spark, local_s3, workload, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv(SECRET_ENV, local_s3.credential)
+    conf = write_config(
+        tmp_path / "nob.toml",
+        local_s3,
+        "s3a://tidelake-no-such-bucket/scans",
+        "s3a://tidelake-no-such-bucket/wh",
+        workload,
+    )
+    assert main(["run", "--config", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "tidelake-no-such-bucket" in err and "does not exist" in err and local_s3.endpoint in err, err
+    assert local_s3.credential not in err
