@@ -10,7 +10,10 @@ messages a changefeed publishes. Records (pickled, one after another):
 - ``("row", commit_ts, db, table, key, physical_id, new, old)``: ``new``/``old`` map column names to
   values (codec value domain, ``_tidb_rowid`` included for tables without a clustered key); ``new`` is
   None for a delete, ``old`` None for an insert; ``physical_id`` is the partition id (None unpartitioned);
-- ``("ddl", finished_ts, db, table, query, action_type)``.
+- ``("ddl", finished_ts, db, table, query, action_type, table_info)``: ``table_info`` is the table after
+  the DDL (the dropped table for DROP TABLE; None for a database DDL, whose ``table`` is empty). The
+  CREATE DATABASE / CREATE TABLE of the initial tables come first, at their creation ts (below the
+  initial snapshot ts, where a changefeed usually starts).
 """
 
 from __future__ import annotations
@@ -75,8 +78,10 @@ class ChangeLog:
             named[ROWID_NAME] = decode_record_key(key).handle
         return named
 
-    def ddl(self, finished_ts: int, db: str, table: str, query: str, action: int) -> None:
-        self._add(("ddl", finished_ts, db, table, query, action))
+    def ddl(
+        self, finished_ts: int, db: str, table: str, query: str, action: int, info: dict[str, Any] | None
+    ) -> None:
+        self._add(("ddl", finished_ts, db, table, query, action, info))
 
     def close(self) -> None:
         if self._f is not None:
