@@ -80,6 +80,12 @@ def go_fmt_f(value: float, bits: int) -> str:
 # ------------------------------------------------------------------ CSV
 
 
+def csv_value(col: ColumnSchema, value: Any, opts: CsvOptions) -> str | None:
+    """The text of one CSV cell before quoting or escaping; None for NULL."""
+    text = _csv_text(col, value, opts)
+    return None if text is None else text[0]
+
+
 def _csv_text(col: ColumnSchema, value: Any, opts: CsvOptions) -> tuple[str, bool] | None:
     """(text, is a Go string) of one cell, None for NULL (``fromColValToCsvVal`` + ``formatValue``)."""
     if value is None:
@@ -314,6 +320,7 @@ __all__ = [
     "canal_value",
     "csv_header",
     "csv_lines",
+    "csv_value",
     "go_fmt_f",
     "go_fmt_v",
     "java_sql_type",

@@ -1,0 +1,426 @@
+"""The simulator's TiCDC storage-sink folders: schema-file checksums from tiflow's tests, value formats
+from tiflow's codec tests, and a naive reference consumer written here (after tiflow's
+cmd/storage-consumer: schema files checked, ``CDC.index`` bounds each folder's files, rows above the root
+``metadata`` checkpoint left for later, the last change per key wins, a PUT winning a tie) that must hold
+the simulator's expected state at every scan's checkpoint, with restarts and duplicates on."""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backfill.codec import TableSchema
+from backfill.codec.tableinfo import column_info, table_info
+from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
+from backfill.simulate.expected import primary_key
+from backfill.simulate.storage_codec import (
+    CsvOptions,
+    canal_json_line,
+    canal_value,
+    csv_lines,
+    csv_value,
+    go_fmt_v,
+)
+from backfill.simulate.storage_schema import schema_file_path, table_column, table_definition
+from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes
+from tidelake.conventions import COMMIT_TS, ROWID
+
+pytestmark = pytest.mark.unit
+
+SCHEMA_RE = re.compile(r"meta/schema_(\d+)_(\d{10})\.json$")
+DATA_RE = re.compile(r"^CDC(?:_(\w+?)_)?(\d+)\.(csv|json)$")
+
+
+# ---------------------------------------------------------------- vectors transcribed from tiflow
+
+
+def _tiflow_table1(defaults: bool) -> TableSchema:
+    """pingcap/tiflow pkg/sink/cloudstorage/table_definition_test.go generateTableDef."""
+    cols = [
+        column_info(1, "Id", "int", not_null=True, primary_key=True, default=10 if defaults else None),
+        column_info(
+            2, "LastName", "varchar(128)", not_null=True, default="Default LastName" if defaults else None
+        ),
+        column_info(3, "FirstName", "varchar(64)", default="Default FirstName" if defaults else None),
+        column_info(4, "Birthday", "datetime", default=12345678 if defaults else None),
+    ]
+    return TableSchema.from_table_info(table_info(20, "table1", cols, pk="int"), schema_name="schema1")
+
+
+def test_schema_file_checksums_match_tiflow_vectors():
+    # TestTableDefinitionGenFilePath: the database file and table1 before (no defaults) and after the
+    # column defaults were added to the test (both releases' vectors)
+    db = table_definition("schema1", None, table_version=100)
+    assert schema_file_path(db) == "schema1/meta/schema_100_3233644819.json"
+    plain = table_definition("schema1", _tiflow_table1(False), table_version=100)
+    assert schema_file_path(plain) == "schema1/table1/meta/schema_100_0785427252.json"
+    with_defaults = table_definition("schema1", _tiflow_table1(True), table_version=100)
+    assert schema_file_path(with_defaults) == "schema1/table1/meta/schema_100_3752767265.json"
+    # TestTableDefinition: the columns as MarshalIndent writes them
+    assert with_defaults["TableColumns"][0] == {
+        "ColumnName": "Id",
+        "ColumnType": "INT",
+        "ColumnDefault": 10,
+        "ColumnPrecision": "11",
+        "ColumnNullable": "false",
+        "ColumnIsPk": "true",
+    }
+    assert with_defaults["TableColumns"][3] == {
+        "ColumnName": "Birthday",
+        "ColumnType": "DATETIME",
+        "ColumnDefault": 12345678,
+    }
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "expected"),
+    [  # TestTableCol
+        ("time(5)", {"ColumnType": "TIME", "ColumnScale": "5"}),
+        ("int(5) unsigned", {"ColumnType": "INT UNSIGNED", "ColumnPrecision": "5"}),
+        ("float(12,3)", {"ColumnType": "FLOAT", "ColumnPrecision": "12", "ColumnScale": "3"}),
+        ("double", {"ColumnType": "DOUBLE", "ColumnPrecision": "22"}),
+        ("bigint(20)", {"ColumnType": "BIGINT", "ColumnPrecision": "20"}),
+        ("bit(5)", {"ColumnType": "BIT", "ColumnPrecision": "5"}),
+        ("varchar(128)", {"ColumnType": "VARCHAR", "ColumnPrecision": "128"}),
+        ("char(32)", {"ColumnType": "CHAR", "ColumnPrecision": "32"}),
+        ("blob", {"ColumnType": "BLOB", "ColumnPrecision": "65535"}),
+        ("text", {"ColumnType": "TEXT", "ColumnPrecision": "65535"}),
+        ("enum('a','b')", {"ColumnType": "ENUM"}),
+        ("set('a','b')", {"ColumnType": "SET"}),
+        ("timestamp(2)", {"ColumnType": "TIMESTAMP", "ColumnScale": "2"}),
+        ("timestamp", {"ColumnType": "TIMESTAMP"}),
+        ("datetime", {"ColumnType": "DATETIME"}),
+        ("date", {"ColumnType": "DATE"}),
+        ("year", {"ColumnType": "YEAR", "ColumnPrecision": "4"}),
+        ("decimal(10,2)", {"ColumnType": "DECIMAL", "ColumnPrecision": "10", "ColumnScale": "2"}),
+    ],
+)
+def test_table_columns_match_tiflow(sql_type, expected):
+    info = table_info(1, "t", [column_info(1, "c", sql_type)])
+    col = TableSchema.from_table_info(info).columns[0]
+    got = table_column(col)
+    assert {k: v for k, v in got.items() if k != "ColumnName"} == expected
+
+
+def _employee() -> TableSchema:
+    cols = [
+        column_info(1, "Id", "int", not_null=True, primary_key=True),
+        column_info(2, "LastName", "varchar(20)"),
+        column_info(3, "FirstName", "varchar(30)"),
+        column_info(4, "HireDate", "date"),
+        column_info(5, "OfficeLocation", "varchar(20)"),
+    ]
+    return TableSchema.from_table_info(table_info(9, "employee", cols, pk="int"), schema_name="hr")
+
+
+def test_csv_rows_as_the_tidb_docs_show_them():
+    # docs ticdc-csv.md (and tiflow csv_decoder_test.go): include-commit-ts, no old value
+    import datetime as dt
+
+    t = _employee()
+    row = {"Id": 101, "LastName": "Smith", "FirstName": "Bob", "HireDate": dt.date(2014, 6, 4)}
+    row["OfficeLocation"] = "New York"
+    opts = CsvOptions(terminator="\n")
+    assert csv_lines(t, "hr", 433305438660591626, row, None, opts) == (
+        b'"I","employee","hr",433305438660591626,101,"Smith","Bob","2014-06-04","New York"\n'
+    )
+    new = dict(row, OfficeLocation="Los Angeles")
+    assert csv_lines(t, "hr", 433305438660591627, new, row, opts).startswith(b'"U","employee","hr",')
+    old_value = CsvOptions(terminator="\n", output_old_value=True)
+    assert csv_lines(t, "hr", 433305438660591627, new, row, old_value) == (
+        b'"D","employee","hr",433305438660591627,true,101,"Smith","Bob","2014-06-04","New York"\n'
+        b'"I","employee","hr",433305438660591627,true,101,"Smith","Bob","2014-06-04","Los Angeles"\n'
+    )
+    bare = CsvOptions(quote="", delimiter="|", null="NULL", terminator="\n")
+    odd = dict(row, LastName="a|b\\c\nd", FirstName=None)
+    assert (
+        csv_lines(t, "hr", 1, None, odd, bare)
+        == b"D|employee|hr|1|101|a\\|b\\\\c\\nd|NULL|2014-06-04|New York\n"
+    )
+
+
+def test_go_number_formats():
+    assert [go_fmt_v(v, 64) for v in (1e6, 123456.0, 1e-05, 0.0001, 3.25)] == [
+        "1e+06",
+        "123456",
+        "1e-05",
+        "0.0001",
+        "3.25",
+    ]
+
+
+def test_canal_json_line_as_tiflow_writes_it():
+    t = _employee()
+    import datetime as dt
+
+    row = {
+        "Id": 1,
+        "LastName": "a<b",
+        "FirstName": None,
+        "HireDate": dt.date(2020, 1, 2),
+        "OfficeLocation": "x",
+    }
+    line = canal_json_line(t, "hr", 7 << 18, row, None, build_ms=99)
+    doc = json.loads(line)
+    assert line.endswith(b"}\r\n") and b"a\\u003cb" in line
+    assert list(doc) == [
+        "id", "database", "table", "pkNames", "isDdl", "type", "es", "ts", "sql", "sqlType", "mysqlType",
+        "old", "data", "_tidb",
+    ]  # fmt: skip
+    assert doc["pkNames"] == ["Id"] and doc["type"] == "INSERT" and doc["es"] == 7
+    assert doc["sqlType"] == {"Id": 4, "LastName": 12, "FirstName": 12, "HireDate": 91, "OfficeLocation": 12}
+    assert doc["mysqlType"]["Id"] == "int" and doc["_tidb"] == {"commitTs": 7 << 18}
+    assert doc["data"] == [
+        {"Id": "1", "LastName": "a<b", "FirstName": None, "HireDate": "2020-01-02", "OfficeLocation": "x"}
+    ]
+
+
+# ---------------------------------------------------------------- the naive consumer
+
+
+def _parse_csv(text: str, o: CsvOptions) -> list[list[str | None]]:
+    rows: list[list[str | None]] = []
+    fields: list[str | None] = []
+    i, n = 0, len(text)
+    d, t = o.delimiter, o.terminator
+    while i < n:
+        if o.quote and text.startswith(o.quote, i):
+            i += 1
+            buf = []
+            while True:
+                j = text.index(o.quote, i)
+                buf.append(text[i:j])
+                i = j + 1
+                if text.startswith(o.quote, i):
+                    buf.append(o.quote)
+                    i += 1
+                    continue
+                break
+            fields.append("".join(buf))
+        elif text.startswith(o.null, i) and (
+            text.startswith(d, i + len(o.null)) or text.startswith(t, i + len(o.null))
+        ):
+            fields.append(None)
+            i += len(o.null)
+        else:
+            buf = []
+            while i < n and not text.startswith(d, i) and not text.startswith(t, i):
+                if not o.quote and text[i] == "\\":
+                    buf.append({"n": "\n", "r": "\r"}.get(text[i + 1], text[i + 1]))
+                    i += 2
+                else:
+                    buf.append(text[i])
+                    i += 1
+            fields.append("".join(buf))
+        if text.startswith(d, i):
+            i += len(d)
+        else:
+            assert text.startswith(t, i), (text[i : i + 20], i)
+            i += len(t)
+            rows.append(fields)
+            fields = []
+    return rows
+
+
+def _schema_files(root: Path) -> dict[tuple[str, str], dict[int, dict[str, Any]]]:
+    """(db, table) -> version -> definition, each checked against its name (checksum by plain json)."""
+    out: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for p in root.rglob("schema_*.json"):
+        m = SCHEMA_RE.search(p.as_posix())
+        assert m, p
+        doc = json.loads(p.read_text(encoding="utf-8"))
+        payload = {
+            "Table": doc["Table"],
+            "Schema": doc["Schema"],
+            "Version": 0,
+            "TableColumns": sorted(doc["TableColumns"] or [], key=lambda c: c["ColumnName"]),
+            "TableColumnsTotal": doc["TableColumnsTotal"],
+        }
+        text = json.dumps(payload, indent=4, ensure_ascii=False, separators=(",", ": "))
+        assert zlib.crc32(text.encode()) == int(m.group(2)), p
+        assert doc["TableVersion"] == int(m.group(1)) and doc["Version"] == 1
+        out[(doc["Schema"], doc["Table"])][doc["TableVersion"]] = doc
+    return out
+
+
+def _data_files(root: Path, ext: str) -> list[tuple[str, str, int, Path]]:
+    """(db, table, version, file) of every file an index covers; files beyond it wait, missing ones named
+    by a stale index (a writer that died before writing it) are skipped."""
+    out = []
+    for index in sorted(root.rglob("meta/CDC*.index")):
+        folder = index.parent.parent
+        rel = folder.relative_to(root).parts
+        db, table, version = rel[0], rel[1], int(rel[2])
+        named = DATA_RE.match(index.read_text().strip())
+        assert named, index
+        for f in sorted(folder.glob(f"CDC*{ext}")):
+            m = DATA_RE.match(f.name)
+            assert m, f
+            if m.group(1) == named.group(1) and int(m.group(2)) <= int(named.group(2)):
+                out.append((db, table, version, f))
+    return out
+
+
+def consume(root: Path, sink: StorageSink) -> tuple[int, dict, dict]:
+    """Rows per (db, table) the way a consumer holding everything at or below ``metadata`` sees them:
+    keyed tables -> {key texts: (commit ts, row texts)}, keyless tables -> Counter of row texts."""
+    checkpoint = json.loads((root / "metadata").read_text())["checkpoint-ts"]
+    schemas = _schema_files(root)
+    changes: dict[tuple[str, str], list[tuple[int, str, dict[str, str | None]]]] = defaultdict(list)
+    for db, table, version, f in _data_files(root, sink.extension):
+        definition = schemas[(db, table)][version]
+        names = [c["ColumnName"] for c in definition["TableColumns"]]
+        text = f.read_bytes().decode("utf-8")  # no newline translation
+        if sink.protocol == "csv":
+            o = sink.csv
+            rows = _parse_csv(text, o)
+            if o.output_field_header:
+                assert rows[0][-len(names) :] == names
+                rows = rows[1:]
+            meta = 3 + o.include_commit_ts + o.output_old_value
+            for r in rows:
+                assert (r[1], r[2]) == (table, db) and len(r) == meta + len(names), f
+                changes[(db, table)].append((int(r[3]), r[0], dict(zip(names, r[meta:], strict=True))))
+        else:
+            for line in text.split(sink.terminator)[:-1]:
+                doc = json.loads(line)
+                ts = doc["_tidb"]["commitTs"]
+                assert (doc["database"], doc["table"]) == (db, table)
+                if doc["type"] == "UPDATE":
+                    changes[(db, table)].append((ts, "D", doc["old"][0]))
+                changes[(db, table)].append((ts, "D" if doc["type"] == "DELETE" else "I", doc["data"][0]))
+    keyed: dict[tuple[str, str], dict] = {}
+    keyless: dict[tuple[str, str], Counter] = {}
+    for (db, table), rows in changes.items():
+        latest = max(schemas[(db, table)])
+        pk = [c["ColumnName"] for c in schemas[(db, table)][latest]["TableColumns"] if c.get("ColumnIsPk")]
+        rows = [r for r in rows if r[0] <= checkpoint]
+        if pk:
+            state: dict[tuple, tuple] = {}
+            for ts, op, row in rows:
+                key = tuple(row[c] for c in pk)
+                rank = (ts, op != "D")
+                if key not in state or rank >= state[key][0]:
+                    state[key] = (rank, row if op != "D" else None)
+            keyed[(db, table)] = {k: (v[0][0], v[1]) for k, v in state.items() if v[1] is not None}
+        else:  # one copy per change, replays of a transaction's lines collapse
+            bag: Counter = Counter()
+            for _ts, op, row in {(ts, op, tuple(sorted(r.items()))) for ts, op, r in rows}:
+                bag[row] += -1 if op == "D" else 1
+            keyless[(db, table)] = +bag
+    return checkpoint, keyed, keyless
+
+
+def _texts(schema_cols, row: dict[str, Any], sink: StorageSink) -> dict[str, str | None]:
+    if sink.protocol == "csv":
+        return {c.name: csv_value(c, row[c.name], sink.csv) for c in schema_cols}
+    return {c.name: canal_value(c, row[c.name], sink.time_zone) for c in schema_cols}
+
+
+def assert_expected_state(sim: Path, root: Path, sink: StorageSink, scan_id: str) -> None:
+    """Every table as expected; a table without a key only where updates carry the old row (a CSV ``U``
+    row alone cannot be applied to a multiset)."""
+    keyless_applicable = sink.protocol != "csv" or sink.csv.output_old_value
+    _, keyed, keyless = consume(root, sink)
+    for (db, name), table in load_expected(sim, scan_id).items():
+        info = json.loads(table.schema.metadata[b"tidelake.primary_key"])
+        cols = _columns_of(sim, db, name, table)
+        want = [_texts(cols, r, sink) for r in table.to_pylist()]
+        if info == [ROWID]:
+            if not keyless_applicable:
+                continue
+            got = keyless.get((db, name), Counter())
+            assert got == Counter(tuple(sorted(w.items())) for w in want), (db, name, scan_id)
+            continue
+        pk = primary_key(table)
+        got_rows = keyed.get((db, name), {})
+        want_by_key = {
+            tuple(w[c] for c in pk): (r[COMMIT_TS], w) for r, w in zip(table.to_pylist(), want, strict=True)
+        }
+        assert set(got_rows) == set(want_by_key), (db, name, scan_id)
+        for k, (ts, w) in want_by_key.items():
+            assert got_rows[k] == (ts, w), (db, name, k)
+
+
+def _columns_of(sim: Path, db: str, name: str, table) -> list:
+    from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
+
+    key = (db, name)
+    if key not in _COLS:
+        for rec in read_changelog(sim / CHANGELOG_PATH):
+            if rec[0] == "schema":
+                s = TableSchema.from_table_info(rec[3], schema_name=rec[2])
+                _COLS[(rec[2], s.name)] = s.columns
+    names = [f for f in table.column_names if f not in (ROWID, COMMIT_TS)]
+    cols = {c.name: c for c in _COLS[key]}
+    return [cols[n] for n in names]
+
+
+_COLS: dict[tuple[str, str], tuple] = {}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("storage-sim") / "sim"
+    simulate(
+        SimulationConfig(
+            out=out, seed=5, tables=4, rows=20, txns=160, scans=3, ddl_kinds=(), ticdc_changelog=True
+        )
+    )
+    _COLS.clear()
+    return out
+
+
+SINKS = [
+    StorageSink(protocol="csv", restarts=2, flush_rows=37),
+    StorageSink(
+        protocol="csv",
+        csv=CsvOptions(output_old_value=True, binary_encoding_method="hex", output_field_header=True),
+        date_separator="day",
+        flush_interval_s=6 * 3600,
+        restart_new_version=True,
+        seed=2,
+    ),
+    StorageSink(
+        protocol="csv",
+        flavor="ticdc",
+        csv=CsvOptions(quote="", delimiter="|@", null="NULL", terminator="\n", output_old_value=True),
+        table_across_nodes=True,
+        dispatchers_per_table=2,
+        enable_partition_separator=False,
+        file_index_width=6,
+        restarts=3,
+        flush_rows=23,
+        seed=4,
+    ),
+    StorageSink(protocol="canal-json", restarts=2, flush_rows=41, seed=1),
+    StorageSink(
+        protocol="canal-json",
+        flavor="ticdc",
+        date_separator="month",
+        flush_interval_s=12 * 86400,
+        table_across_nodes=True,
+        restart_new_version=True,
+        terminator="\n",
+        seed=7,
+    ),
+]
+
+
+@pytest.mark.parametrize("sink", SINKS, ids=lambda s: f"{s.protocol}-{s.flavor}-{s.seed}")
+def test_a_naive_consumer_reaches_the_expected_state_at_every_scan(sim, tmp_path, sink):
+    scans = load_index(sim)
+    by_ts = {s["resolved_ts"]: s["scan_id"] for s in scans}
+    root = tmp_path / "sink"
+    checked = []
+    for ts in storage_sink_flushes(sim, sink, root):
+        if ts in by_ts:
+            assert_expected_state(sim, root, sink, by_ts[ts])
+            checked.append(ts)
+    assert checked == sorted(by_ts)
