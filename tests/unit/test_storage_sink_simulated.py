@@ -10,6 +10,7 @@ import json
 import re
 import zlib
 from collections import Counter, defaultdict
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 
 from backfill.codec import TableSchema
 from backfill.codec.tableinfo import column_info, table_info
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
+from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
+from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
 from backfill.simulate.expected import primary_key
 from backfill.simulate.storage_codec import (
     CsvOptions,
@@ -267,54 +269,128 @@ def _data_files(root: Path, ext: str) -> list[tuple[str, str, int, Path]]:
     return out
 
 
-def consume(root: Path, sink: StorageSink) -> tuple[int, dict, dict]:
-    """Rows per (db, table) the way a consumer holding everything at or below ``metadata`` sees them:
-    keyed tables -> {key texts: (commit ts, row texts)}, keyless tables -> Counter of row texts."""
+def _cid(col: dict[str, Any]) -> str:
+    """A column's identity: its id with ``output-column-id`` (stable across renames), else its name."""
+    return col.get("ColumnId") or col["ColumnName"]
+
+
+def _pk(definition: dict[str, Any]) -> list[str]:
+    return [_cid(c) for c in definition["TableColumns"] if c.get("ColumnIsPk")]
+
+
+def _rows_of(f: Path, db: str, table: str, definition: dict[str, Any], sink: StorageSink):
+    """(commit ts, op, {column: text}) of one data file; an update is a D and an I."""
+    ids = [_cid(c) for c in definition["TableColumns"]]
+    names = [c["ColumnName"] for c in definition["TableColumns"]]
+    text = f.read_bytes().decode("utf-8")  # no newline translation
+    if sink.protocol == "csv":
+        o = sink.csv
+        rows = _parse_csv(text, o)
+        if o.output_field_header:
+            assert rows[0][-len(names) :] == names
+            rows = rows[1:]
+        meta = 3 + o.include_commit_ts + o.output_old_value
+        for r in rows:
+            assert (r[1], r[2]) == (table, db) and len(r) == meta + len(ids), f
+            yield int(r[3]), r[0], dict(zip(ids, r[meta:], strict=True))
+        return
+    for line in text.split(sink.terminator)[:-1]:
+        doc = json.loads(line)
+        assert (doc["database"], doc["table"]) == (db, table)
+        ts = doc["_tidb"]["commitTs"]
+        by_id = {n: i for n, i in zip(names, ids, strict=True)}
+        if doc["type"] == "UPDATE":
+            yield ts, "D", {by_id[k]: v for k, v in doc["old"][0].items()}
+        yield ts, "D" if doc["type"] == "DELETE" else "I", {by_id[k]: v for k, v in doc["data"][0].items()}
+
+
+class _Table:
+    def __init__(self, definition: dict[str, Any]) -> None:
+        self.definition = definition
+        self.keyed: dict[tuple, tuple[int, dict]] = {}
+        self.bag: Counter = Counter()
+
+    def reshape(self, new: dict[str, Any]) -> None:
+        """ADD/DROP/MODIFY/RENAME COLUMN: columns by identity; a new identity under an old name is the
+        old column converted (a DECIMAL scale change), one under a new name takes its default."""
+        old_names = {_cid(c): c["ColumnName"] for c in self.definition["TableColumns"]}
+
+        def convert(row: dict) -> dict:
+            out = {}
+            for c in new["TableColumns"]:
+                cid = _cid(c)
+                if cid in row:
+                    out[cid] = row[cid]
+                    continue
+                same = [k for k, n in old_names.items() if n == c["ColumnName"] and k in row]
+                if same:
+                    v = row[same[0]]
+                    if v is not None and c["ColumnType"] == "DECIMAL":
+                        v = format(Decimal(v).quantize(Decimal(1).scaleb(-int(c["ColumnScale"]))), "f")
+                    out[cid] = v
+                else:
+                    out[cid] = c.get("ColumnDefault")
+            return out
+
+        self.keyed = {k: (ts, convert(r)) for k, (ts, r) in self.keyed.items()}
+        self.bag = Counter({tuple(sorted(convert(dict(r)).items())): n for r, n in self.bag.items()})
+        self.definition = new
+
+
+RENAME_RE = re.compile(r"RENAME TABLE `([^`]+)`\.`([^`]+)` TO `([^`]+)`\.`([^`]+)`")
+
+
+def consume(root: Path, sink: StorageSink) -> tuple[int, dict[tuple[str, str], _Table]]:
+    """Replay the folder as a consumer holding everything at or below ``metadata`` would: DDLs (schema
+    files with a query) at their version, changes by commit ts, the last change per key winning (a PUT
+    wins a tie: an update's D+I), changes of tables without a key as a multiset, one copy per change."""
     checkpoint = json.loads((root / "metadata").read_text())["checkpoint-ts"]
     schemas = _schema_files(root)
-    changes: dict[tuple[str, str], list[tuple[int, str, dict[str, str | None]]]] = defaultdict(list)
+    events: list[tuple[int, int, Any]] = []
+    for (db, table), versions in schemas.items():
+        for version, definition in versions.items():
+            if definition["Query"] and table and version <= checkpoint:
+                events.append((version, 0, ("ddl", db, table, definition)))
     for db, table, version, f in _data_files(root, sink.extension):
         definition = schemas[(db, table)][version]
-        names = [c["ColumnName"] for c in definition["TableColumns"]]
-        text = f.read_bytes().decode("utf-8")  # no newline translation
-        if sink.protocol == "csv":
-            o = sink.csv
-            rows = _parse_csv(text, o)
-            if o.output_field_header:
-                assert rows[0][-len(names) :] == names
-                rows = rows[1:]
-            meta = 3 + o.include_commit_ts + o.output_old_value
-            for r in rows:
-                assert (r[1], r[2]) == (table, db) and len(r) == meta + len(names), f
-                changes[(db, table)].append((int(r[3]), r[0], dict(zip(names, r[meta:], strict=True))))
-        else:
-            for line in text.split(sink.terminator)[:-1]:
-                doc = json.loads(line)
-                ts = doc["_tidb"]["commitTs"]
-                assert (doc["database"], doc["table"]) == (db, table)
-                if doc["type"] == "UPDATE":
-                    changes[(db, table)].append((ts, "D", doc["old"][0]))
-                changes[(db, table)].append((ts, "D" if doc["type"] == "DELETE" else "I", doc["data"][0]))
-    keyed: dict[tuple[str, str], dict] = {}
-    keyless: dict[tuple[str, str], Counter] = {}
-    for (db, table), rows in changes.items():
-        latest = max(schemas[(db, table)])
-        pk = [c["ColumnName"] for c in schemas[(db, table)][latest]["TableColumns"] if c.get("ColumnIsPk")]
-        rows = [r for r in rows if r[0] <= checkpoint]
+        for ts, op, row in _rows_of(f, db, table, definition, sink):
+            if ts <= checkpoint:
+                events.append((ts, 1 if op == "D" else 2, ("row", db, table, definition, op, row)))
+    events.sort(key=lambda e: (e[0], e[1]))
+    tables: dict[tuple[str, str], _Table] = {}
+    seen_keyless: set[tuple] = set()
+    for ts, _, ev in events:
+        if ev[0] == "ddl":
+            _, db, name, d = ev
+            kind = d["Type"]
+            if kind in (3, 11):  # CREATE, TRUNCATE TABLE
+                tables[(db, name)] = _Table(d)
+            elif kind == 4:  # DROP TABLE
+                tables.pop((db, name), None)
+            elif kind == 14:  # RENAME TABLE
+                m = RENAME_RE.search(d["Query"])
+                assert m, d["Query"]
+                t = tables.pop((m.group(1), m.group(2)), None) or _Table(d)
+                t.definition = d
+                tables[(db, name)] = t
+            elif (db, name) in tables:
+                tables[(db, name)].reshape(d)
+            continue
+        _, db, name, d, op, row = ev
+        t = tables.setdefault((db, name), _Table(d))
+        pk = _pk(d)
         if pk:
-            state: dict[tuple, tuple] = {}
-            for ts, op, row in rows:
-                key = tuple(row[c] for c in pk)
-                rank = (ts, op != "D")
-                if key not in state or rank >= state[key][0]:
-                    state[key] = (rank, row if op != "D" else None)
-            keyed[(db, table)] = {k: (v[0][0], v[1]) for k, v in state.items() if v[1] is not None}
-        else:  # one copy per change, replays of a transaction's lines collapse
-            bag: Counter = Counter()
-            for _ts, op, row in {(ts, op, tuple(sorted(r.items()))) for ts, op, r in rows}:
-                bag[row] += -1 if op == "D" else 1
-            keyless[(db, table)] = +bag
-    return checkpoint, keyed, keyless
+            key = tuple(row[c] for c in pk)
+            if op == "D":
+                t.keyed.pop(key, None)
+            else:
+                t.keyed[key] = (ts, row)
+            continue
+        change = (db, name, ts, op, tuple(sorted(row.items())))
+        if change not in seen_keyless:  # a transaction's lines written again after a restart
+            seen_keyless.add(change)
+            t.bag[change[4]] += -1 if op == "D" else 1
+    return checkpoint, tables
 
 
 def _texts(schema_cols, row: dict[str, Any], sink: StorageSink) -> dict[str, str | None]:
@@ -327,19 +403,30 @@ def assert_expected_state(sim: Path, root: Path, sink: StorageSink, scan_id: str
     """Every table as expected; a table without a key only where updates carry the old row (a CSV ``U``
     row alone cannot be applied to a multiset)."""
     keyless_applicable = sink.protocol != "csv" or sink.csv.output_old_value
-    _, keyed, keyless = consume(root, sink)
-    for (db, name), table in load_expected(sim, scan_id).items():
-        info = json.loads(table.schema.metadata[b"tidelake.primary_key"])
+    _, tables = consume(root, sink)
+    expected = load_expected(sim, scan_id)
+    assert {k for k, t in tables.items() if t.keyed or +t.bag} <= set(expected), scan_id
+    for (db, name), table in expected.items():
+        t = tables.get((db, name))
+        got_def = t.definition if t is not None else None
         cols = _columns_of(sim, db, name, table)
         want = [_texts(cols, r, sink) for r in table.to_pylist()]
-        if info == [ROWID]:
+        names = {_cid(c): c["ColumnName"] for c in got_def["TableColumns"]} if got_def else {}
+        if primary_key(table) == (ROWID,):
             if not keyless_applicable:
                 continue
-            got = keyless.get((db, name), Counter())
+            got = Counter()
+            if t is not None:
+                for r, n in (+t.bag).items():
+                    got[tuple(sorted((names[k], v) for k, v in r))] = n
             assert got == Counter(tuple(sorted(w.items())) for w in want), (db, name, scan_id)
             continue
         pk = primary_key(table)
-        got_rows = keyed.get((db, name), {})
+        got_rows = {}
+        if t is not None:
+            for _, (ts, r) in t.keyed.items():
+                named = {names[k]: v for k, v in r.items()}
+                got_rows[tuple(named[c] for c in pk)] = (ts, named)
         want_by_key = {
             tuple(w[c] for c in pk): (r[COMMIT_TS], w) for r, w in zip(table.to_pylist(), want, strict=True)
         }
@@ -349,20 +436,20 @@ def assert_expected_state(sim: Path, root: Path, sink: StorageSink, scan_id: str
 
 
 def _columns_of(sim: Path, db: str, name: str, table) -> list:
-    from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
-
-    key = (db, name)
-    if key not in _COLS:
+    """The simulator's columns of an expected table, by name (any version of the table that had it)."""
+    if sim not in _COLS:
+        found: dict[tuple[str, str], dict[str, Any]] = defaultdict(dict)
         for rec in read_changelog(sim / CHANGELOG_PATH):
-            if rec[0] == "schema":
-                s = TableSchema.from_table_info(rec[3], schema_name=rec[2])
-                _COLS[(rec[2], s.name)] = s.columns
-    names = [f for f in table.column_names if f not in (ROWID, COMMIT_TS)]
-    cols = {c.name: c for c in _COLS[key]}
-    return [cols[n] for n in names]
+            info = rec[3] if rec[0] == "schema" else (rec[6] if rec[0] == "ddl" else None)
+            if info is not None:
+                s = TableSchema.from_table_info(info, schema_name=rec[2])
+                found[(rec[2], s.name)].update((c.name, c) for c in s.columns)
+        _COLS[sim] = found
+    cols = _COLS[sim][(db, name)]
+    return [cols[n] for n in table.column_names if n not in (ROWID, COMMIT_TS)]
 
 
-_COLS: dict[tuple[str, str], tuple] = {}
+_COLS: dict[Path, dict[tuple[str, str], dict[str, Any]]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -373,7 +460,6 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
             out=out, seed=5, tables=4, rows=20, txns=160, scans=3, ddl_kinds=(), ticdc_changelog=True
         )
     )
-    _COLS.clear()
     return out
 
 
@@ -424,3 +510,78 @@ def test_a_naive_consumer_reaches_the_expected_state_at_every_scan(sim, tmp_path
             assert_expected_state(sim, root, sink, by_ts[ts])
             checked.append(ts)
     assert checked == sorted(by_ts)
+
+
+@pytest.fixture(scope="module")
+def ddl_sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Every DDL kind a consumer can replay from the files alone (partition drops need the query run
+    against a database, as TiCDC's own consumer does)."""
+    out = tmp_path_factory.mktemp("storage-ddl-sim") / "sim"
+    kinds = tuple(k for k in DDL_KINDS if k not in ("drop_partition", "truncate_partition"))
+    simulate(
+        SimulationConfig(
+            out=out,
+            seed=11,
+            tables=5,
+            rows=15,
+            txns=200,
+            scans=4,
+            ddls_per_scan=3,
+            ddl_kinds=kinds,
+            ticdc_changelog=True,
+        )
+    )
+    return out
+
+
+DDL_SINKS = [
+    StorageSink(
+        protocol="csv",
+        csv=CsvOptions(output_old_value=True),
+        output_column_id=True,
+        restart_new_version=True,
+        restarts=2,
+        flush_rows=29,
+        from_creation=True,
+        seed=3,
+    ),
+    StorageSink(
+        protocol="csv",
+        flavor="ticdc",
+        csv=CsvOptions(output_old_value=True, quote=""),
+        output_column_id=True,
+        table_across_nodes=True,
+        dispatchers_per_table=3,
+        date_separator="day",
+        flush_interval_s=5 * 3600,
+        restarts=2,
+        seed=6,
+    ),
+]
+
+
+@pytest.mark.parametrize("sink", DDL_SINKS, ids=lambda s: f"{s.flavor}-{s.seed}")
+def test_ddls_become_table_versions_a_consumer_can_replay(ddl_sim, tmp_path, sink):
+    scans = load_index(ddl_sim)
+    by_ts = {s["resolved_ts"]: s["scan_id"] for s in scans}
+    root = tmp_path / "sink"
+    for ts in storage_sink_flushes(ddl_sim, sink, root):
+        if ts in by_ts:
+            assert_expected_state(ddl_sim, root, sink, by_ts[ts])
+    schemas = _schema_files(root)
+    ddls = [
+        rec
+        for rec in read_changelog(ddl_sim / CHANGELOG_PATH)
+        if rec[0] == "ddl" and (sink.from_creation or rec[1] > scans[0]["checkpoint_ts"])
+    ]
+    assert {r[5] for r in ddls} >= {3, 4, 5, 6, 11, 12, 14} | ({1} if sink.from_creation else set())
+    for _, fts, db, _table, query, action, info in ddls:
+        name = info["name"]["O"] if info else ""
+        definition = schemas[(db, name)][fts]  # the schema file at the DDL's finished ts
+        assert (definition["Query"], definition["Type"]) == (query, action)
+        if info is None:
+            assert definition["TableColumns"] is None and (root / db / "meta").is_dir()
+    # data of a version folder was committed after the version's DDL
+    for db, table, version, f in _data_files(root, sink.extension):
+        for ts, _, _ in _rows_of(f, db, table, schemas[(db, table)][version], sink):
+            assert ts > version, f
