@@ -30,7 +30,7 @@ from backfill.simulate.storage_codec import (
     go_fmt_v,
 )
 from backfill.simulate.storage_schema import schema_file_path, table_column, table_definition
-from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes
+from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
 from tidelake.conventions import COMMIT_TS, ROWID
 
 pytestmark = pytest.mark.unit
@@ -585,3 +585,69 @@ def test_ddls_become_table_versions_a_consumer_can_replay(ddl_sim, tmp_path, sin
     for db, table, version, f in _data_files(root, sink.extension):
         for ts, _, _ in _rows_of(f, db, table, schemas[(db, table)][version], sink):
             assert ts > version, f
+
+
+def _folder_facts(root: Path, sink: StorageSink) -> dict[str, int]:
+    """What a consumer has to cope with in a finished folder."""
+    facts = Counter()
+    checkpoint = json.loads((root / "metadata").read_text())["checkpoint-ts"]
+    for index in root.rglob("meta/CDC*.index"):
+        folder = index.parent.parent
+        named = DATA_RE.match(index.read_text().strip())
+        assert named
+        if not (folder / index.read_text().strip()).exists():
+            facts["index_naming_a_missing_file"] += 1
+        for f in folder.glob(f"CDC*{sink.extension}"):
+            m = DATA_RE.match(f.name)
+            if m.group(1) != named.group(1) and not (folder / f"meta/CDC_{m.group(1)}.index").exists():
+                facts["file_without_index"] += 1
+            elif m.group(1) == named.group(1) and int(m.group(2)) > int(named.group(2)):
+                facts["file_beyond_index"] += 1
+    schemas = _schema_files(root)
+    lines = Counter()
+    for db, table, version, f in _data_files(root, sink.extension):
+        for ts, op, row in _rows_of(f, db, table, schemas[(db, table)][version], sink):
+            lines[(db, table, ts, op, tuple(sorted(row.items())))] += 1
+            facts["rows_beyond_checkpoint"] += ts > checkpoint
+    facts["duplicated_changes"] = sum(1 for n in lines.values() if n > 1)
+    for versions in schemas.values():
+        facts["empty_query_versions"] += sum(1 for d in versions.values() if not d["Query"])
+    return facts
+
+
+def test_restarts_leave_what_consumers_meet(sim, tmp_path):
+    tiflow = StorageSink(protocol="csv", restarts=3, restart_new_version=True, flush_rows=31, seed=1)
+    write_storage_sink(sim, tiflow, tmp_path / "tiflow")
+    facts = _folder_facts(tmp_path / "tiflow", tiflow)
+    assert facts["duplicated_changes"] > 0 and facts["rows_beyond_checkpoint"] > 0
+    assert facts["index_naming_a_missing_file"] > 0  # index first, then the crash: never written
+    assert facts["empty_query_versions"] > 4  # the start's versions, then the restarts'
+    ticdc = StorageSink(
+        protocol="canal-json", flavor="ticdc", restarts=3, restart_new_version=True, flush_rows=31, seed=1
+    )
+    write_storage_sink(sim, ticdc, tmp_path / "ticdc")
+    facts = _folder_facts(tmp_path / "ticdc", ticdc)
+    assert facts["duplicated_changes"] > 0 and facts["rows_beyond_checkpoint"] > 0
+    assert facts["index_naming_a_missing_file"] == 0
+    assert facts["file_beyond_index"] > 0  # data first, then the crash: a file its index does not name
+
+
+def test_the_same_seed_writes_the_same_folder(sim, tmp_path):
+    sink = StorageSink(protocol="canal-json", flavor="ticdc", table_across_nodes=True, restarts=2, seed=9)
+
+    def digest(root: Path) -> dict[str, int]:
+        return {
+            p.relative_to(root).as_posix(): zlib.crc32(p.read_bytes()) for p in root.rglob("*") if p.is_file()
+        }
+
+    write_storage_sink(sim, sink, tmp_path / "a")
+    write_storage_sink(sim, sink, tmp_path / "b")
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+    write_storage_sink(
+        sim,
+        StorageSink(protocol="canal-json", flavor="ticdc", table_across_nodes=True, restarts=2, seed=10),
+        tmp_path / "c",
+    )
+    assert digest(tmp_path / "a") != digest(tmp_path / "c")
+    with pytest.raises(FileExistsError):
+        write_storage_sink(sim, sink, tmp_path / "a")
