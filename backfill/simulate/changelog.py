@@ -38,15 +38,15 @@ class ChangeLog:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f: BinaryIO | None = path.open("wb")
-        self._pickler = pickle.Pickler(self._f, protocol=pickle.HIGHEST_PROTOCOL)
         self._schemas: set[tuple[int, int]] = set()
         self.count = 0
 
     def _add(self, record: tuple[Any, ...]) -> None:
-        self._pickler.dump(record)
+        # One pickle per record: a memo shared across records breaks once it is cleared (protocol 4+
+        # memoizes by position, and the reader's memo would not be cleared with it).
+        assert self._f is not None
+        self._f.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
         self.count += 1
-        if self.count % 10_000 == 0:
-            self._pickler.clear_memo()
 
     def row(
         self, world: World, commit_ts: int, version: TableVersion, pid: int, key: bytes, put: bool, phys: Any
@@ -91,9 +91,8 @@ class ChangeLog:
 
 def read_changelog(path: Path) -> Iterator[tuple[Any, ...]]:
     with path.open("rb") as f:
-        up = pickle.Unpickler(f)
         while True:
             try:
-                yield up.load()
+                yield pickle.load(f)
             except EOFError:
                 return

@@ -15,7 +15,7 @@ java.sql type codes with canal's unsigned promotion, ``mysqlType`` TiDB's type n
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,68 @@ def csv_header(schema: TableSchema, opts: CsvOptions) -> bytes:
     return (opts.delimiter.join(names) + opts.terminator).encode("utf-8")
 
 
+def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
+    """The cell of a non-NULL value, decided once per column (the per-row path of a big table)."""
+    kind = col.kind
+    if kind in (K.INT, K.UINT, K.YEAR):
+        return str
+    if kind == K.UINT64:
+        return lambda v: str(int(v))
+    if kind in (K.FLOAT32, K.FLOAT64):
+        bits = 32 if kind == K.FLOAT32 else 64
+        return lambda v: go_fmt_v(v, bits)
+    if kind == K.BIT:
+        return lambda v: str(int.from_bytes(v, "big"))
+
+    def text(v: Any) -> str:
+        return _csv_cell(_csv_text(col, v, opts), opts)
+
+    if kind == K.TEXT and opts.quote:
+        q = opts.quote
+        return lambda v: q + (v.replace(q, q + q) if q in v else v) + q
+    return text
+
+
+class CsvEncoder:
+    """CSV lines of one table version, with each column's formatter chosen once."""
+
+    def __init__(self, schema: TableSchema, db: str, opts: CsvOptions) -> None:
+        self.opts = opts
+        self.names = [c.name for c in schema.columns]
+        self.formats = [_csv_formatter(c, opts) for c in schema.columns]
+        self.prefix = {
+            op: opts.delimiter.join(_csv_cell((m, True), opts) for m in (op, schema.name, db))
+            for op in ("I", "D", "U")
+        }
+
+    def _line(self, op: str, commit_ts: int, update: bool, row: Mapping[str, Any]) -> str:
+        o = self.opts
+        cells = [self.prefix[op]]
+        if o.include_commit_ts:
+            cells.append(str(commit_ts))
+        if o.output_old_value:
+            cells.append("true" if update else "false")
+        null = o.null
+        get = row.get
+        cells += [
+            null if (v := get(n)) is None else f(v) for n, f in zip(self.names, self.formats, strict=True)
+        ]
+        return o.delimiter.join(cells) + o.terminator
+
+    def lines(self, commit_ts: int, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bytes:
+        """The CSV row(s) of one change: I, D, U, or D+I for an update with ``output-old-value``."""
+        if new is None:
+            assert old is not None
+            text = self._line("D", commit_ts, False, old)
+        elif old is None:
+            text = self._line("I", commit_ts, False, new)
+        elif self.opts.output_old_value:
+            text = self._line("D", commit_ts, True, old) + self._line("I", commit_ts, True, new)
+        else:
+            text = self._line("U", commit_ts, True, new)
+        return text.encode("utf-8")
+
+
 def csv_lines(
     schema: TableSchema,
     db: str,
@@ -151,29 +213,8 @@ def csv_lines(
     old: Mapping[str, Any] | None,
     opts: CsvOptions,
 ) -> bytes:
-    """The CSV row(s) of one change: I, D, U, or D+I for an update with ``output-old-value``."""
-    update = new is not None and old is not None
-
-    def line(op: str, row: Mapping[str, Any]) -> str:
-        meta = [op, schema.name, db]
-        cells = [_csv_cell((m, True), opts) for m in meta]
-        if opts.include_commit_ts:
-            cells.append(str(commit_ts))
-        if opts.output_old_value:
-            cells.append("true" if update else "false")
-        cells += [_csv_cell(_csv_text(c, row.get(c.name), opts), opts) for c in schema.columns]
-        return opts.delimiter.join(cells) + opts.terminator
-
-    if new is None:
-        assert old is not None
-        text = line("D", old)
-    elif old is None:
-        text = line("I", new)
-    elif opts.output_old_value:
-        text = line("D", old) + line("I", new)
-    else:
-        text = line("U", new)
-    return text.encode("utf-8")
+    """The CSV row(s) of one change (see :class:`CsvEncoder`)."""
+    return CsvEncoder(schema, db, opts).lines(commit_ts, new, old)
 
 
 # ------------------------------------------------------------------ canal-json
@@ -251,12 +292,90 @@ def canal_value(col: ColumnSchema, value: Any, time_zone: str = "UTC") -> str | 
     return str(v)
 
 
-def _columns_json(schema: TableSchema, row: Mapping[str, Any], time_zone: str) -> str:
-    parts = []
-    for c in schema.columns:
-        v = canal_value(c, row.get(c.name), time_zone)
-        parts.append(go_string(c.name) + ":" + ("null" if v is None else go_string(v)))
-    return "[{" + ",".join(parts) + "}]"
+def _canal_formatter(col: ColumnSchema, time_zone: str) -> Callable[[Any], str]:
+    """The JSON text of a non-NULL value, decided once per column."""
+    kind = col.kind
+    if kind in (K.INT, K.UINT, K.YEAR):
+        return lambda v: '"' + str(v) + '"'
+    if kind == K.TEXT:
+        return go_string
+    return lambda v: go_string(canal_value(col, v, time_zone) or "")
+
+
+class CanalJsonEncoder:
+    """canal-json messages of one table version (``newJSONMessageForDML``); what does not depend on the
+    row is built once.
+
+    ``mysqlType`` is a Go map there, so its key order varies between messages; it is written in column
+    order here (one of the orders TiCDC may print).
+    """
+
+    def __init__(
+        self,
+        schema: TableSchema,
+        db: str,
+        *,
+        terminator: str = "\r\n",
+        time_zone: str = "UTC",
+        enable_tidb_extension: bool = True,
+    ) -> None:
+        self.columns = schema.columns
+        self.names = [c.name for c in schema.columns]
+        self.keys = [go_string(n) + ":" for n in self.names]
+        self.formats = [_canal_formatter(c, time_zone) for c in schema.columns]
+        self.promoted = [c.unsigned and c.tp in _PROMOTE for c in schema.columns]
+        self.static_sql_types = [str(java_sql_type(c, None)) for c in schema.columns]
+        pk = [go_string(c.name) for c in schema.columns if c.is_primary_key]
+        self.head = (
+            '{"id":0,"database":' + go_string(db) + ',"table":' + go_string(schema.name) + ',"pkNames":'
+            + ("[" + ",".join(pk) + "]" if pk else "null") + ',"isDdl":false,"type":"'
+        )  # fmt: skip
+        self.mysql_types = (
+            ',"mysqlType":{' + ",".join(k + go_string(mysql_type(c)) for k, c in zip(self.keys, self.columns, strict=True)) + "}"
+        )  # fmt: skip
+        self.terminator = terminator
+        self.tidb = enable_tidb_extension
+
+    def _values(self, row: Mapping[str, Any]) -> str:
+        get = row.get
+        return "[{" + ",".join(
+            k + ("null" if (v := get(n)) is None else f(v))
+            for k, n, f in zip(self.keys, self.names, self.formats, strict=True)
+        ) + "}]"  # fmt: skip
+
+    def line(
+        self, commit_ts: int, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None, *, build_ms: int
+    ) -> bytes:
+        """One message and the terminator."""
+        row = new if new is not None else old
+        assert row is not None
+        kind = "DELETE" if new is None else ("INSERT" if old is None else "UPDATE")
+        sql_types = [
+            str(java_sql_type(c, row.get(c.name))) if p else t
+            for c, p, t in zip(self.columns, self.promoted, self.static_sql_types, strict=True)
+        ]
+        out = [
+            self.head,
+            kind,
+            '","es":',
+            str(commit_ts >> 18),
+            ',"ts":',
+            str(build_ms),
+            ',"sql":"","sqlType":{',
+            ",".join(k + t for k, t in zip(self.keys, sql_types, strict=True)),
+            "}",
+            self.mysql_types,
+        ]
+        if kind == "UPDATE":
+            assert old is not None and new is not None
+            out += [',"old":', self._values(old), ',"data":', self._values(new)]
+        else:
+            out += [',"old":null,"data":', self._values(row)]
+        if self.tidb:
+            out.append(f',"_tidb":{{"commitTs":{commit_ts}}}')
+        out.append("}")
+        out.append(self.terminator)
+        return "".join(out).encode("utf-8")
 
 
 def canal_json_line(
@@ -271,50 +390,18 @@ def canal_json_line(
     time_zone: str = "UTC",
     enable_tidb_extension: bool = True,
 ) -> bytes:
-    """One canal-json message (``newJSONMessageForDML``) and the terminator.
-
-    ``mysqlType`` is a Go map there, so its key order varies between messages; it is written in column
-    order here (one of the orders TiCDC may print).
-    """
-    row = new if new is not None else old
-    assert row is not None
-    kind = "DELETE" if new is None else ("INSERT" if old is None else "UPDATE")
-    pk = [c.name for c in schema.columns if c.is_primary_key]
-    out = [
-        '{"id":0,"database":',
-        go_string(db),
-        ',"table":',
-        go_string(schema.name),
-        ',"pkNames":',
-        "[" + ",".join(go_string(n) for n in pk) + "]" if pk else "null",
-        ',"isDdl":false,"type":"',
-        kind,
-        '","es":',
-        str(commit_ts >> 18),
-        ',"ts":',
-        str(build_ms),
-        ',"sql":"","sqlType":{',
-        ",".join(go_string(c.name) + ":" + str(java_sql_type(c, row.get(c.name))) for c in schema.columns),
-        '},"mysqlType":{',
-        ",".join(go_string(c.name) + ":" + go_string(mysql_type(c)) for c in schema.columns),
-        "}",
-    ]
-    if kind == "UPDATE":
-        assert old is not None and new is not None
-        out += [',"old":', _columns_json(schema, old, time_zone), ',"data":']
-        out.append(_columns_json(schema, new, time_zone))
-    else:
-        out += [',"old":null,"data":', _columns_json(schema, row, time_zone)]
-    if enable_tidb_extension:
-        out.append(f',"_tidb":{{"commitTs":{commit_ts}}}')
-    out.append("}")
-    out.append(terminator)
-    return "".join(out).encode("utf-8")
+    """One canal-json message (see :class:`CanalJsonEncoder`)."""
+    encoder = CanalJsonEncoder(
+        schema, db, terminator=terminator, time_zone=time_zone, enable_tidb_extension=enable_tidb_extension
+    )
+    return encoder.line(commit_ts, new, old, build_ms=build_ms)
 
 
 __all__ = [
     "EXTENSIONS",
     "PROTOCOLS",
+    "CanalJsonEncoder",
+    "CsvEncoder",
     "CsvOptions",
     "canal_json_line",
     "canal_value",

@@ -46,10 +46,10 @@ from backfill.simulate.expected import load_index
 from backfill.simulate.storage_codec import (
     EXTENSIONS,
     PROTOCOLS,
+    CanalJsonEncoder,
+    CsvEncoder,
     CsvOptions,
-    canal_json_line,
     csv_header,
-    csv_lines,
 )
 from backfill.simulate.storage_schema import go_marshal_indent, schema_file_path, table_definition
 from tidelake.tso import physical_ms
@@ -289,6 +289,7 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
     rng = random.Random(sink.seed)
     writer = _Writer(sink, dest, rng, physical_ms(max(start_ts, scans[0]["checkpoint_ts"])))
     schemas: dict[Any, TableSchema] = {}
+    encoders: dict[Any, CsvEncoder | CanalJsonEncoder] = {}
     versions: dict[tuple[str, str], int] = {}
     checkpoint = {"ts": start_ts, "versions": dict(versions)}
     base_version = start_ts  # the version of a table the (re)started changefeed has no schema file for
@@ -323,20 +324,23 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
             handle = repr(tuple(row.get(c) for c in schema.pk_columns)).encode()
             slot = zlib.crc32(handle) % sink.dispatchers_per_table
         vt: VersionedTable = (db, table, ptn, version, slot)
-        if sink.protocol == "csv":
-            data = csv_lines(schema, db, cts, new, old, sink.csv)
-        else:
-            data = canal_json_line(
-                schema,
-                db,
-                cts,
-                new,
-                old,
-                build_ms=physical_ms(cts) + 3,
-                terminator=sink.terminator,
-                time_zone=sink.time_zone,
-                enable_tidb_extension=sink.enable_tidb_extension,
+        encoder = encoders.get(skey)
+        if encoder is None:
+            encoder = encoders[skey] = (
+                CsvEncoder(schema, db, sink.csv)
+                if sink.protocol == "csv"
+                else CanalJsonEncoder(
+                    schema,
+                    db,
+                    terminator=sink.terminator,
+                    time_zone=sink.time_zone,
+                    enable_tidb_extension=sink.enable_tidb_extension,
+                )
             )
+        if isinstance(encoder, CsvEncoder):
+            data = encoder.lines(cts, new, old)
+        else:
+            data = encoder.line(cts, new, old, build_ms=physical_ms(cts) + 3)
         writer.add(vt, schema, data)
 
     def restart() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -266,7 +267,12 @@ _ESC["\u2028"] = "\\u2028"
 _ESC["\u2029"] = "\\u2029"
 
 
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
+
+
 def go_string(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:
+        return '"' + s + '"'
     out = ['"']
     for ch in s:
         e = _ESC.get(ch)
