@@ -24,7 +24,7 @@ import numpy as np
 from backfill.codec import schema as S
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.simulate.storage_schema import type_to_str
-from backfill.simulate.ticdc_open import Float32, go_string, go_value
+from backfill.simulate.ticdc_open import Float32, go_string, go_value, time_text
 
 K = ColumnKind
 PROTOCOLS = ("csv", "canal-json")
@@ -144,7 +144,7 @@ def csv_header(schema: TableSchema, opts: CsvOptions) -> bytes:
 
 
 def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
-    """The cell of a non-NULL value, decided once per column (the per-row path of a big table)."""
+    """The cell of a non-NULL value, decided once per column (as :func:`csv_value` and the quoting do)."""
     kind = col.kind
     if kind in (K.INT, K.UINT, K.YEAR):
         return str
@@ -155,14 +155,19 @@ def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
         return lambda v: go_fmt_v(v, bits)
     if kind == K.BIT:
         return lambda v: str(int.from_bytes(v, "big"))
-
-    def text(v: Any) -> str:
-        return _csv_cell(_csv_text(col, v, opts), opts)
-
-    if kind == K.TEXT and opts.quote:
-        q = opts.quote
+    q = opts.quote
+    if not q:
+        return lambda v: _csv_cell(_csv_text(col, v, opts), opts)
+    if kind in (K.TEXT, K.ENUM, K.SET, K.JSON, K.TIME, K.DECIMAL_STR):
         return lambda v: q + (v.replace(q, q + q) if q in v else v) + q
-    return text
+    if kind == K.DECIMAL:
+        return lambda v: q + format(v, "f") + q
+    if kind == K.DATE:
+        return lambda v: q + v.isoformat() + q
+    if kind == K.DATETIME:
+        fsp = col.fsp
+        return lambda v: q + time_text(v, fsp) + q
+    return lambda v: _csv_cell(_csv_text(col, v, opts), opts)
 
 
 class CsvEncoder:
@@ -293,12 +298,29 @@ def canal_value(col: ColumnSchema, value: Any, time_zone: str = "UTC") -> str | 
 
 
 def _canal_formatter(col: ColumnSchema, time_zone: str) -> Callable[[Any], str]:
-    """The JSON text of a non-NULL value, decided once per column."""
+    """The JSON text of a non-NULL value, decided once per column (as :func:`canal_value` does it)."""
     kind = col.kind
     if kind in (K.INT, K.UINT, K.YEAR):
         return lambda v: '"' + str(v) + '"'
+    if kind == K.UINT64:
+        return lambda v: '"' + str(int(v)) + '"'
     if kind == K.TEXT:
         return go_string
+    if kind in (K.FLOAT32, K.FLOAT64):
+        bits = 32 if kind == K.FLOAT32 else 64
+        return lambda v: '"' + go_fmt_f(v, bits) + '"'
+    if kind == K.DECIMAL:
+        return lambda v: '"' + format(v, "f") + '"'
+    if kind == K.DATE:
+        return lambda v: '"' + v.isoformat() + '"'
+    if kind == K.DATETIME:
+        fsp = col.fsp
+        return lambda v: '"' + time_text(v, fsp) + '"'
+    if kind == K.ENUM:
+        index = {e: str(i) for i, e in enumerate(col.elems, 1)} | {"": "0"}
+        return lambda v: '"' + index[v] + '"'
+    if kind in (K.JSON, K.TIME, K.DECIMAL_STR):
+        return lambda v: go_string(str(v))
     return lambda v: go_string(canal_value(col, v, time_zone) or "")
 
 

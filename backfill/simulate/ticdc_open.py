@@ -115,10 +115,10 @@ def go_value(col: ColumnSchema, value: Any, time_zone: str = "UTC") -> Any:
     if kind == K.DATE:
         return value.isoformat()
     if kind == K.DATETIME:
-        return _time_text(value, col.fsp)
+        return time_text(value, col.fsp)
     if kind == K.TIMESTAMP:
         local = value.astimezone(_zone(time_zone)).replace(tzinfo=None)
-        return _time_text(local, col.fsp)
+        return time_text(local, col.fsp)
     raise ValueError(f"no open-protocol value for kind {kind}")
 
 
@@ -132,7 +132,7 @@ def _zone(name: str) -> dt.tzinfo:
     return ZoneInfo(name)
 
 
-def _time_text(t: dt.datetime, fsp: int) -> str:
+def time_text(t: dt.datetime, fsp: int) -> str:
     text = t.strftime("%Y-%m-%d %H:%M:%S")
     if fsp > 0:
         text += "." + f"{t.microsecond:06d}"[:fsp]
