@@ -651,3 +651,19 @@ def test_the_same_seed_writes_the_same_folder(sim, tmp_path):
     assert digest(tmp_path / "a") != digest(tmp_path / "c")
     with pytest.raises(FileExistsError):
         write_storage_sink(sim, sink, tmp_path / "a")
+
+
+def test_backfill_simulate_writes_storage_sinks_beside_the_scans(tmp_path, capsys):
+    from backfill.cli import main as backfill_main
+
+    out = tmp_path / "sim"
+    args = ["simulate", "--out", str(out), "--tables", "2", "--rows", "5", "--txns", "20", "--scans", "2"]
+    assert backfill_main([*args, "--storage-sink", "csv", "--storage-sink", "canal-json", "--json"]) == 0
+    last = load_index(out)[-1]["resolved_ts"]
+    for protocol in ("csv", "canal-json"):
+        root = out / "storage" / protocol
+        assert json.loads((root / "metadata").read_text()) == {"checkpoint-ts": last}
+        assert list(root.rglob("meta/schema_*.json")) and list(root.rglob("meta/CDC.index"))
+    assert (out / "scans").is_dir()
+    assert backfill_main(["simulate", "--out", str(tmp_path / "x"), "--storage-sink", "avro"]) == 2
+    assert "storage protocol must be one of" in capsys.readouterr().err
