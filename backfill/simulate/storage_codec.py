@@ -80,20 +80,22 @@ def go_fmt_f(value: float, bits: int) -> str:
 # ------------------------------------------------------------------ CSV
 
 
-def csv_value(col: ColumnSchema, value: Any, opts: CsvOptions) -> str | None:
+def csv_value(col: ColumnSchema, value: Any, opts: CsvOptions, time_zone: str = "UTC") -> str | None:
     """The text of one CSV cell before quoting or escaping; None for NULL."""
-    text = _csv_text(col, value, opts)
+    text = _csv_text(col, value, opts, time_zone)
     return None if text is None else text[0]
 
 
-def _csv_text(col: ColumnSchema, value: Any, opts: CsvOptions) -> tuple[str, bool] | None:
+def _csv_text(
+    col: ColumnSchema, value: Any, opts: CsvOptions, time_zone: str = "UTC"
+) -> tuple[str, bool] | None:
     """(text, is a Go string) of one cell, None for NULL (``fromColValToCsvVal`` + ``formatValue``)."""
     if value is None:
         return None
     kind = col.kind
     if kind in (K.ENUM, K.SET):
         return str(value), True
-    v = go_value(col, value)
+    v = go_value(col, value, time_zone)
     if kind == K.BINARY:
         raw = bytes(v)
         text = base64.b64encode(raw).decode() if opts.binary_encoding_method == "base64" else raw.hex()
@@ -143,7 +145,7 @@ def csv_header(schema: TableSchema, opts: CsvOptions) -> bytes:
     return (opts.delimiter.join(names) + opts.terminator).encode("utf-8")
 
 
-def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
+def _csv_formatter(col: ColumnSchema, opts: CsvOptions, time_zone: str) -> Callable[[Any], str]:
     """The cell of a non-NULL value, decided once per column (as :func:`csv_value` and the quoting do)."""
     kind = col.kind
     if kind in (K.INT, K.UINT, K.YEAR):
@@ -157,7 +159,7 @@ def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
         return lambda v: str(int.from_bytes(v, "big"))
     q = opts.quote
     if not q:
-        return lambda v: _csv_cell(_csv_text(col, v, opts), opts)
+        return lambda v: _csv_cell(_csv_text(col, v, opts, time_zone), opts)
     if kind in (K.TEXT, K.ENUM, K.SET, K.JSON, K.TIME, K.DECIMAL_STR):
         return lambda v: q + (v.replace(q, q + q) if q in v else v) + q
     if kind == K.DECIMAL:
@@ -167,16 +169,16 @@ def _csv_formatter(col: ColumnSchema, opts: CsvOptions) -> Callable[[Any], str]:
     if kind == K.DATETIME:
         fsp = col.fsp
         return lambda v: q + time_text(v, fsp) + q
-    return lambda v: _csv_cell(_csv_text(col, v, opts), opts)
+    return lambda v: _csv_cell(_csv_text(col, v, opts, time_zone), opts)
 
 
 class CsvEncoder:
     """CSV lines of one table version, with each column's formatter chosen once."""
 
-    def __init__(self, schema: TableSchema, db: str, opts: CsvOptions) -> None:
+    def __init__(self, schema: TableSchema, db: str, opts: CsvOptions, *, time_zone: str = "UTC") -> None:
         self.opts = opts
         self.names = [c.name for c in schema.columns]
-        self.formats = [_csv_formatter(c, opts) for c in schema.columns]
+        self.formats = [_csv_formatter(c, opts, time_zone) for c in schema.columns]
         self.prefix = {
             op: opts.delimiter.join(_csv_cell((m, True), opts) for m in (op, schema.name, db))
             for op in ("I", "D", "U")

@@ -114,8 +114,11 @@ def type_to_str(tp: int, charset: str) -> str:
     return name
 
 
-def table_column(col: ColumnSchema, *, output_column_id: bool = False) -> dict[str, Any]:
-    """``TableCol.FromTiColumnInfo``: the column object in Go field order, empty fields left out."""
+def table_column(col: ColumnSchema, *, output_column_id: bool = False, elems: bool = False) -> dict[str, Any]:
+    """``TableCol.FromTiColumnInfo``: the column object in Go field order, empty fields left out.
+
+    ``elems``: the new architecture's ``ColumnElems`` of ENUM/SET columns (ticdc ``schema_file.go``).
+    """
     default_flen, default_dec = DEFAULT_FLEN_DECIMAL.get(col.tp, (UNSPECIFIED, UNSPECIFIED))
     dec = col.decimal
     decimal_not_default = dec != default_dec and dec != 0 and dec != UNSPECIFIED
@@ -144,9 +147,11 @@ def table_column(col: ColumnSchema, *, output_column_id: bool = False) -> dict[s
         out["ColumnNullable"] = "false"
     if col.is_primary_key:
         out["ColumnIsPk"] = "true"
-    # Go orders struct fields: Precision/Scale come after Default, Nullable/IsPk last.
+    if elems and col.tp in (S.TP_ENUM, S.TP_SET) and col.elems:
+        out["ColumnElems"] = list(col.elems)
+    # Go orders struct fields: Precision/Scale come after Default, Nullable/IsPk/Elems last.
     order = ("ColumnId", "ColumnName", "ColumnType", "ColumnDefault", "ColumnPrecision", "ColumnScale")
-    order += ("ColumnNullable", "ColumnIsPk")
+    order += ("ColumnNullable", "ColumnIsPk", "ColumnElems")
     return {k: out[k] for k in order if k in out}
 
 
@@ -158,10 +163,13 @@ def table_definition(
     query: str = "",
     action: int = 0,
     output_column_id: bool = False,
+    elems: bool = False,
 ) -> dict[str, Any]:
     """The ``TableDefinition`` of a table version (or of a database when ``table`` is None)."""
     columns = (
-        None if table is None else [table_column(c, output_column_id=output_column_id) for c in table.columns]
+        None
+        if table is None
+        else [table_column(c, output_column_id=output_column_id, elems=elems) for c in table.columns]
     )
     return {
         "Table": "" if table is None else table.name,

@@ -109,6 +109,11 @@ class StorageSink:
     def extension(self) -> str:
         return EXTENSIONS[self.protocol]
 
+    @property
+    def column_elems(self) -> bool:
+        """The new architecture's schema files list ENUM/SET elements (``ColumnElems``)."""
+        return self.flavor == "ticdc"
+
 
 # (db, table, physical id or None, table version, dispatcher slot)
 VersionedTable = tuple[str, str, int | None, int, int]
@@ -221,7 +226,11 @@ class _Writer:
             return
         self.schema_checked.add(vt)
         definition = table_definition(
-            vt[0], schema, table_version=vt[3], output_column_id=self.sink.output_column_id
+            vt[0],
+            schema,
+            table_version=vt[3],
+            output_column_id=self.sink.output_column_id,
+            elems=self.sink.column_elems,
         )
         if not (self.dest / schema_file_path(definition)).exists():
             self.write_schema(definition)
@@ -310,6 +319,7 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
                 query=query,
                 action=action,
                 output_column_id=sink.output_column_id,
+                elems=sink.column_elems,
             )
             writer.write_schema(definition)
             if schema is not None:
@@ -327,7 +337,7 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
         encoder = encoders.get(skey)
         if encoder is None:
             encoder = encoders[skey] = (
-                CsvEncoder(schema, db, sink.csv)
+                CsvEncoder(schema, db, sink.csv, time_zone=sink.time_zone)
                 if sink.protocol == "csv"
                 else CanalJsonEncoder(
                     schema,

@@ -395,7 +395,7 @@ def consume(root: Path, sink: StorageSink) -> tuple[int, dict[tuple[str, str], _
 
 def _texts(schema_cols, row: dict[str, Any], sink: StorageSink) -> dict[str, str | None]:
     if sink.protocol == "csv":
-        return {c.name: csv_value(c, row[c.name], sink.csv) for c in schema_cols}
+        return {c.name: csv_value(c, row[c.name], sink.csv, sink.time_zone) for c in schema_cols}
     return {c.name: canal_value(c, row[c.name], sink.time_zone) for c in schema_cols}
 
 
@@ -481,6 +481,7 @@ SINKS = [
         dispatchers_per_table=2,
         enable_partition_separator=False,
         file_index_width=6,
+        time_zone="Asia/Shanghai",
         restarts=3,
         flush_rows=23,
         seed=4,
@@ -630,6 +631,14 @@ def test_restarts_leave_what_consumers_meet(sim, tmp_path):
     assert facts["duplicated_changes"] > 0 and facts["rows_beyond_checkpoint"] > 0
     assert facts["index_naming_a_missing_file"] == 0
     assert facts["file_beyond_index"] > 0  # data first, then the crash: a file its index does not name
+    elems = [
+        c
+        for p in (tmp_path / "ticdc").rglob("schema_*.json")
+        for c in json.loads(p.read_text())["TableColumns"]
+        if "ColumnElems" in c
+    ]
+    assert elems and all(c["ColumnType"] in ("ENUM", "SET") for c in elems)  # the new architecture's files
+    assert "ColumnElems" not in "".join(p.read_text() for p in (tmp_path / "tiflow").rglob("schema_*.json"))
 
 
 def test_the_same_seed_writes_the_same_folder(sim, tmp_path):
