@@ -281,6 +281,131 @@ class _Writer:
             self.files += 1
 
 
+class _Changefeed:
+    """The changefeed's side of the sink: table versions, checkpoints, restarts (the DDL sink and the
+    owner), feeding row changes to the current :class:`_Writer` process."""
+
+    def __init__(self, sink: StorageSink, writer: _Writer, start_ts: int, rng: random.Random) -> None:
+        self.sink = sink
+        self.writer = writer
+        self.rng = rng
+        self.schemas: dict[Any, TableSchema] = {}
+        self.encoders: dict[Any, CsvEncoder | CanalJsonEncoder] = {}
+        self.versions: dict[tuple[str, str], int] = {}
+        self.base_version = start_ts  # the version of a table the (re)started feed has no schema file for
+        self.checkpoint_ts = start_ts
+        self.checkpoint_versions: dict[tuple[str, str], int] = {}
+        self.since_checkpoint: list[tuple[Any, ...]] = []
+        self.restarts_left = sink.restarts
+        self.flushes_at_checkpoint = 0
+        writer.write("metadata", self._metadata(start_ts))
+
+    @staticmethod
+    def _metadata(ts: int) -> bytes:
+        return f'{{"checkpoint-ts":{ts}}}'.encode()
+
+    def process(self, rec: tuple[Any, ...]) -> None:
+        if self.restarts_left:
+            self.since_checkpoint.append(rec)
+        self._apply(rec)
+
+    def _apply(self, rec: tuple[Any, ...]) -> None:
+        if rec[0] == "ddl":
+            self._ddl(*rec[1:])
+        else:
+            self._row(*rec[1:])
+
+    def _ddl(
+        self, fts: int, db: str, table: str, query: str, action: int, info: dict[str, Any] | None
+    ) -> None:
+        self.writer.flush()  # every row committed before the DDL is written first
+        schema = TableSchema.from_table_info(info, schema_name=db) if info is not None else None
+        definition = table_definition(
+            db,
+            schema,
+            table_version=fts,
+            query=query,
+            action=action,
+            output_column_id=self.sink.output_column_id,
+            elems=self.sink.column_elems,
+        )
+        self.writer.write_schema(definition)
+        if schema is not None:
+            self.versions[(db, schema.name)] = fts
+
+    def _row(
+        self,
+        cts: int,
+        db: str,
+        table: str,
+        skey: Any,
+        ptn: int | None,
+        new: dict[str, Any] | None,
+        old: dict[str, Any] | None,
+    ) -> None:
+        sink = self.sink
+        schema = self.schemas[skey]
+        version = self.versions.setdefault((db, table), self.base_version)
+        slot = 0
+        if sink.dispatchers_per_table > 1:  # a key range of the table: a row's key picks it
+            row = new if new is not None else old
+            assert row is not None
+            slot = zlib.crc32(repr(tuple(row.get(c) for c in schema.pk_columns)).encode())
+            slot %= sink.dispatchers_per_table
+        encoder = self.encoders.get(skey)
+        if encoder is None:
+            encoder = self.encoders[skey] = (
+                CsvEncoder(schema, db, sink.csv, time_zone=sink.time_zone)
+                if sink.protocol == "csv"
+                else CanalJsonEncoder(
+                    schema,
+                    db,
+                    terminator=sink.terminator,
+                    time_zone=sink.time_zone,
+                    enable_tidb_extension=sink.enable_tidb_extension,
+                )
+            )
+        if isinstance(encoder, CsvEncoder):
+            data = encoder.lines(cts, new, old)
+        else:
+            data = encoder.line(cts, new, old, build_ms=physical_ms(cts) + 3)
+        self.writer.add((db, table, ptn, version, slot), schema, data)
+
+    def _restart(self) -> None:
+        """Crash in the middle of the next flush, then replay everything since the last checkpoint."""
+        self.writer.crash_next_flush = True
+        with contextlib.suppress(_Crash):
+            self.writer.flush()
+        self.writer.crash_next_flush = False
+        self.writer.restart()
+        self.versions = dict(self.checkpoint_versions)
+        self.base_version = self.checkpoint_ts
+        if self.sink.restart_new_version:
+            self.versions = {k: max(v, self.checkpoint_ts) for k, v in self.versions.items()}
+        for rec in self.since_checkpoint:
+            self._apply(rec)
+
+    def checkpoint(self, ts: int) -> bool:
+        """Flush everything (restarting first, now and then) and write ``metadata``; False if not ahead."""
+        if ts <= self.checkpoint_ts:
+            return False
+        rows_since = any(r[0] == "row" for r in self.since_checkpoint)
+        if self.restarts_left and rows_since and self.rng.random() < 0.5:
+            self.restarts_left -= 1
+            self._restart()
+        self.writer.flush()
+        self.writer.write("metadata", self._metadata(ts))
+        self.checkpoint_ts = ts
+        self.checkpoint_versions = dict(self.versions)
+        self.since_checkpoint.clear()
+        self.flushes_at_checkpoint = self.writer.flushes
+        return True
+
+    @property
+    def checkpoint_due(self) -> bool:
+        return self.writer.flushes - self.flushes_at_checkpoint >= self.sink.checkpoint_every
+
+
 def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | None = None) -> Iterator[int]:
     """Write the changefeed's folder for the simulation under ``out``; yields each checkpoint ts right
     after its ``metadata`` is written (the folder then is what a consumer would find)."""
@@ -296,101 +421,11 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
     marks = sorted({s["resolved_ts"] for s in scans})
     final = marks[-1]
     rng = random.Random(sink.seed)
-    writer = _Writer(sink, dest, rng, physical_ms(max(start_ts, scans[0]["checkpoint_ts"])))
-    schemas: dict[Any, TableSchema] = {}
-    encoders: dict[Any, CsvEncoder | CanalJsonEncoder] = {}
-    versions: dict[tuple[str, str], int] = {}
-    checkpoint = {"ts": start_ts, "versions": dict(versions)}
-    base_version = start_ts  # the version of a table the (re)started changefeed has no schema file for
-    since_checkpoint: list[tuple[Any, ...]] = []
-    restarts_left = sink.restarts
-    flushes_at_checkpoint = 0
-
-    def process(rec: tuple[Any, ...]) -> None:
-        if rec[0] == "ddl":
-            _, fts, db, table, query, action, info = rec
-            writer.flush()  # every row committed before the DDL is written first
-            schema = TableSchema.from_table_info(info, schema_name=db) if info is not None else None
-            name = schema.name if schema is not None else table
-            definition = table_definition(
-                db,
-                schema,
-                table_version=fts,
-                query=query,
-                action=action,
-                output_column_id=sink.output_column_id,
-                elems=sink.column_elems,
-            )
-            writer.write_schema(definition)
-            if schema is not None:
-                versions[(db, name)] = fts
-            return
-        _, cts, db, table, skey, ptn, new, old = rec
-        schema = schemas[skey]
-        version = versions.setdefault((db, table), base_version)
-        slot = 0
-        if sink.dispatchers_per_table > 1:
-            row = new if new is not None else old
-            handle = repr(tuple(row.get(c) for c in schema.pk_columns)).encode()
-            slot = zlib.crc32(handle) % sink.dispatchers_per_table
-        vt: VersionedTable = (db, table, ptn, version, slot)
-        encoder = encoders.get(skey)
-        if encoder is None:
-            encoder = encoders[skey] = (
-                CsvEncoder(schema, db, sink.csv, time_zone=sink.time_zone)
-                if sink.protocol == "csv"
-                else CanalJsonEncoder(
-                    schema,
-                    db,
-                    terminator=sink.terminator,
-                    time_zone=sink.time_zone,
-                    enable_tidb_extension=sink.enable_tidb_extension,
-                )
-            )
-        if isinstance(encoder, CsvEncoder):
-            data = encoder.lines(cts, new, old)
-        else:
-            data = encoder.line(cts, new, old, build_ms=physical_ms(cts) + 3)
-        writer.add(vt, schema, data)
-
-    def restart() -> None:
-        """Crash in the middle of the next flush, then replay everything since the last checkpoint."""
-        nonlocal base_version
-        writer.crash_next_flush = True
-        with contextlib.suppress(_Crash):
-            writer.flush()
-        writer.crash_next_flush = False
-        writer.restart()
-        versions.clear()
-        versions.update(checkpoint["versions"])
-        base_version = checkpoint["ts"]
-        if sink.restart_new_version:
-            for key, v in versions.items():
-                versions[key] = max(v, checkpoint["ts"])
-        for rec in since_checkpoint:
-            process(rec)
-
-    def write_checkpoint(ts: int) -> Iterator[int]:
-        nonlocal restarts_left, flushes_at_checkpoint
-        if ts <= checkpoint["ts"]:
-            return
-        rows_since = any(r[0] == "row" for r in since_checkpoint)
-        if restarts_left and rows_since and rng.random() < 0.5:
-            restarts_left -= 1
-            restart()
-        writer.flush()
-        writer.write("metadata", f'{{"checkpoint-ts":{ts}}}'.encode())
-        checkpoint["ts"] = ts
-        checkpoint["versions"] = dict(versions)
-        since_checkpoint.clear()
-        flushes_at_checkpoint = writer.flushes
-        yield ts
-
-    writer.write("metadata", f'{{"checkpoint-ts":{start_ts}}}'.encode())  # the changefeed's start
+    feed = _Changefeed(sink, _Writer(sink, dest, rng, physical_ms(scans[0]["checkpoint_ts"])), start_ts, rng)
     last_ts = start_ts
     for rec in read_changelog(out / CHANGELOG_PATH):
         if rec[0] == "schema":
-            schemas[rec[1]] = TableSchema.from_table_info(rec[3], schema_name=rec[2])
+            feed.schemas[rec[1]] = TableSchema.from_table_info(rec[3], schema_name=rec[2])
             continue
         ts = rec[1]
         if ts <= start_ts:
@@ -398,19 +433,16 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
         if ts > last_ts:  # every change at or below last_ts has been seen
             while marks and marks[0] < ts:
                 mark = marks.pop(0)
-                if mark >= last_ts:
-                    yield from write_checkpoint(mark)
-            if writer.flushes - flushes_at_checkpoint >= sink.checkpoint_every and last_ts <= final:
-                yield from write_checkpoint(last_ts)
+                if mark >= last_ts and feed.checkpoint(mark):
+                    yield mark
+            if feed.checkpoint_due and last_ts <= final and feed.checkpoint(last_ts):
+                yield last_ts
             last_ts = ts
-        if restarts_left:
-            since_checkpoint.append(rec)
-        process(rec)
-    while marks:
-        mark = marks.pop(0)
-        if mark >= last_ts:
-            yield from write_checkpoint(mark)
-    writer.flush()  # changes beyond the last checkpoint: files a consumer must leave for later
+        feed.process(rec)
+    for mark in marks:
+        if mark >= last_ts and feed.checkpoint(mark):
+            yield mark
+    feed.writer.flush()  # changes beyond the last checkpoint: files a consumer must leave for later
 
 
 def write_storage_sink(out: str | Path, sink: StorageSink, dest: str | Path | None = None) -> int:
