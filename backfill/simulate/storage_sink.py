@@ -296,6 +296,7 @@ class _Changefeed:
         self.checkpoint_ts = start_ts
         self.checkpoint_versions: dict[tuple[str, str], int] = {}
         self.since_checkpoint: list[tuple[Any, ...]] = []
+        self.txn: list[tuple[Any, ...]] = []  # the row changes of the commit ts being read
         self.restarts_left = sink.restarts
         self.flushes_at_checkpoint = 0
         writer.write("metadata", self._metadata(start_ts))
@@ -311,8 +312,18 @@ class _Changefeed:
 
     def _apply(self, rec: tuple[Any, ...]) -> None:
         if rec[0] == "ddl":
+            self.end_transaction()
             self._ddl(*rec[1:])
-        else:
+            return
+        if self.txn and self.txn[0][1] != rec[1]:
+            self.end_transaction()
+        self.txn.append(rec)
+
+    def end_transaction(self) -> None:
+        """Hand the buffered transaction on, its deletes first: TiCDC's sorter puts a delete before a
+        put of the same commit ts, so a moved primary key reads D (old key) then I (new key)."""
+        txn, self.txn = self.txn, []
+        for rec in sorted(txn, key=lambda r: r[6] is not None):
             self._row(*rec[1:])
 
     def _ddl(
@@ -378,17 +389,20 @@ class _Changefeed:
             self.writer.flush()
         self.writer.crash_next_flush = False
         self.writer.restart()
+        self.txn = []
         self.versions = dict(self.checkpoint_versions)
         self.base_version = self.checkpoint_ts
         if self.sink.restart_new_version:
             self.versions = {k: max(v, self.checkpoint_ts) for k, v in self.versions.items()}
         for rec in self.since_checkpoint:
             self._apply(rec)
+        self.end_transaction()
 
     def checkpoint(self, ts: int) -> bool:
         """Flush everything (restarting first, now and then) and write ``metadata``; False if not ahead."""
         if ts <= self.checkpoint_ts:
             return False
+        self.end_transaction()
         rows_since = any(r[0] == "row" for r in self.since_checkpoint)
         if self.restarts_left and rows_since and self.rng.random() < 0.5:
             self.restarts_left -= 1
@@ -442,6 +456,7 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
     for mark in marks:
         if mark >= last_ts and feed.checkpoint(mark):
             yield mark
+    feed.end_transaction()
     feed.writer.flush()  # changes beyond the last checkpoint: files a consumer must leave for later
 
 

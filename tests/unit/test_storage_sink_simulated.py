@@ -22,6 +22,7 @@ from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_i
 from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
 from backfill.simulate.expected import primary_key
 from backfill.simulate.storage_codec import (
+    CsvEncoder,
     CsvOptions,
     canal_json_line,
     canal_value,
@@ -606,10 +607,14 @@ def _folder_facts(root: Path, sink: StorageSink) -> dict[str, int]:
                 facts["file_beyond_index"] += 1
     schemas = _schema_files(root)
     lines = Counter()
+    put_at = None
     for db, table, version, f in _data_files(root, sink.extension):
         for ts, op, row in _rows_of(f, db, table, schemas[(db, table)][version], sink):
             lines[(db, table, ts, op, tuple(sorted(row.items())))] += 1
             facts["rows_beyond_checkpoint"] += ts > checkpoint
+            facts["delete_after_put_of_a_transaction"] += op == "D" and put_at == (f, ts)
+            if op != "D":
+                put_at = (f, ts)
     facts["duplicated_changes"] = sum(1 for n in lines.values() if n > 1)
     for versions in schemas.values():
         facts["empty_query_versions"] += sum(1 for d in versions.values() if not d["Query"])
@@ -623,6 +628,7 @@ def test_restarts_leave_what_consumers_meet(sim, tmp_path):
     assert facts["duplicated_changes"] > 0 and facts["rows_beyond_checkpoint"] > 0
     assert facts["index_naming_a_missing_file"] > 0  # index first, then the crash: never written
     assert facts["empty_query_versions"] > 4  # the start's versions, then the restarts'
+    assert facts["delete_after_put_of_a_transaction"] == 0  # TiCDC's sorter: deletes first
     ticdc = StorageSink(
         protocol="canal-json", flavor="ticdc", restarts=3, restart_new_version=True, flush_rows=31, seed=1
     )
@@ -676,3 +682,86 @@ def test_backfill_simulate_writes_storage_sinks_beside_the_scans(tmp_path, capsy
     assert (out / "scans").is_dir()
     assert backfill_main(["simulate", "--out", str(tmp_path / "x"), "--storage-sink", "avro"]) == 2
     assert "storage protocol must be one of" in capsys.readouterr().err
+
+
+# pingcap/tiflow tests/integration_tests/csv_storage_update_pk_clustered: prepare.sql's `test`.`update_pk`
+# (id int PRIMARY KEY CLUSTERED, pad varchar(100) NOT NULL) and the changes run.sql makes, as TiCDC hands
+# them to the CSV encoder (a moved primary key is a delete and an insert; an update keeps its old row).
+UPDATE_PK_CHANGES = [
+    (450253245302439944, {"id": 1, "pad": "example1"}, None),
+    (450253245302439944, {"id": 2, "pad": "example2"}, None),
+    (450253245302439946, {"id": 10, "pad": "example10"}, None),
+    (450253245302439946, {"id": 20, "pad": "example20"}, None),
+    (450253245302439947, {"id": 100, "pad": "example100"}, None),
+    (450253245302439948, {"id": 1000, "pad": "example1000"}, None),
+    (450253245485940746, {"id": 1, "pad": "example2"}, {"id": 1, "pad": "example1"}),
+    (450253245485940746, {"id": 2, "pad": "example1"}, {"id": 2, "pad": "example2"}),
+    (450253245485940749, None, {"id": 10, "pad": "example10"}),
+    (450253245485940749, None, {"id": 20, "pad": "example20"}),
+    (450253245485940749, {"id": 30, "pad": "example10"}, None),
+    (450253245485940749, {"id": 40, "pad": "example20"}, None),
+    (450253245485940752, None, {"id": 100, "pad": "example100"}),
+    (450253245485940752, {"id": 200, "pad": "example100"}, None),
+    (450253245485940753, {"id": 1000, "pad": "example1001"}, {"id": 1000, "pad": "example1000"}),
+]
+
+
+@pytest.mark.parametrize("result", ["changefeed1_pk.res", "changefeed4_pk.res"])
+def test_csv_lines_match_tiflows_storage_results(result):
+    update_pk = TableSchema.from_table_info(
+        table_info(
+            70,
+            "update_pk",
+            [
+                column_info(1, "id", "int", primary_key=True),
+                column_info(2, "pad", "varchar(100)", not_null=True),
+            ],
+            pk="int",
+        ),
+        schema_name="test",
+    )
+    opts = CsvOptions(terminator="\n", output_old_value=result == "changefeed4_pk.res")
+    encoder = CsvEncoder(update_pk, "test", opts)
+    got = b"".join(encoder.lines(ts, new, old) for ts, new, old in UPDATE_PK_CHANGES).decode()
+    assert got == TIFLOW_RESULTS[result]
+
+
+TIFLOW_RESULTS = {  # the .res files without their comment and blank lines
+    "changefeed1_pk.res": """\
+"I","update_pk","test",450253245302439944,1,"example1"
+"I","update_pk","test",450253245302439944,2,"example2"
+"I","update_pk","test",450253245302439946,10,"example10"
+"I","update_pk","test",450253245302439946,20,"example20"
+"I","update_pk","test",450253245302439947,100,"example100"
+"I","update_pk","test",450253245302439948,1000,"example1000"
+"U","update_pk","test",450253245485940746,1,"example2"
+"U","update_pk","test",450253245485940746,2,"example1"
+"D","update_pk","test",450253245485940749,10,"example10"
+"D","update_pk","test",450253245485940749,20,"example20"
+"I","update_pk","test",450253245485940749,30,"example10"
+"I","update_pk","test",450253245485940749,40,"example20"
+"D","update_pk","test",450253245485940752,100,"example100"
+"I","update_pk","test",450253245485940752,200,"example100"
+"U","update_pk","test",450253245485940753,1000,"example1001"
+""",
+    "changefeed4_pk.res": """\
+"I","update_pk","test",450253245302439944,false,1,"example1"
+"I","update_pk","test",450253245302439944,false,2,"example2"
+"I","update_pk","test",450253245302439946,false,10,"example10"
+"I","update_pk","test",450253245302439946,false,20,"example20"
+"I","update_pk","test",450253245302439947,false,100,"example100"
+"I","update_pk","test",450253245302439948,false,1000,"example1000"
+"D","update_pk","test",450253245485940746,true,1,"example1"
+"I","update_pk","test",450253245485940746,true,1,"example2"
+"D","update_pk","test",450253245485940746,true,2,"example2"
+"I","update_pk","test",450253245485940746,true,2,"example1"
+"D","update_pk","test",450253245485940749,false,10,"example10"
+"D","update_pk","test",450253245485940749,false,20,"example20"
+"I","update_pk","test",450253245485940749,false,30,"example10"
+"I","update_pk","test",450253245485940749,false,40,"example20"
+"D","update_pk","test",450253245485940752,false,100,"example100"
+"I","update_pk","test",450253245485940752,false,200,"example100"
+"D","update_pk","test",450253245485940753,true,1000,"example1000"
+"I","update_pk","test",450253245485940753,true,1000,"example1001"
+""",
+}
