@@ -380,6 +380,8 @@ class _Changefeed:
             data = encoder.lines(cts, new, old)
         else:
             data = encoder.line(cts, new, old, build_ms=physical_ms(cts) + 3)
+        if not sink.enable_partition_separator:
+            ptn = None  # the partitions share the table's folder, so one numbering of its files
         self.writer.add((db, table, ptn, version, slot), schema, data)
 
     def _restart(self) -> None:

@@ -466,6 +466,7 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 SINKS = [
     StorageSink(protocol="csv", restarts=2, flush_rows=37),
+    StorageSink(protocol="csv", enable_partition_separator=False, restarts=2, flush_rows=19, seed=8),
     StorageSink(
         protocol="csv",
         csv=CsvOptions(output_old_value=True, binary_encoding_method="hex", output_field_header=True),
