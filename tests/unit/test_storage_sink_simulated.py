@@ -766,3 +766,29 @@ TIFLOW_RESULTS = {  # the .res files without their comment and blank lines
 "I","update_pk","test",450253245485940753,true,1000,"example1001"
 """,
 }
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"protocol": "avro"}, "storage protocol"),
+        ({"flavor": "tidb"}, "flavor"),
+        ({"date_separator": "week"}, "date-separator"),
+        ({"file_index_width": 5}, "file-index-width"),
+        ({"table_across_nodes": True}, "new architecture"),
+        ({"flavor": "ticdc", "dispatchers_per_table": 2}, "table_across_nodes"),
+        ({"csv": {"binary_encoding_method": "base32"}}, "binary-encoding-method"),
+        ({"csv": {"quote": "|", "delimiter": "|"}}, "quote"),
+    ],
+)
+def test_bad_sink_settings_are_refused(settings, message):
+    with pytest.raises(ValueError, match=message):
+        if "csv" in settings:
+            settings = dict(settings, csv=CsvOptions(**settings["csv"]))
+        StorageSink(**settings)
+
+
+def test_one_storage_sink_per_protocol(tmp_path):
+    with pytest.raises(ValueError, match="one storage sink per protocol"):
+        SimulationConfig(out=tmp_path, storage_sinks=(StorageSink(), StorageSink(seed=1)))
+    assert SimulationConfig(out=tmp_path, storage_sinks=[StorageSink()]).ticdc_changelog
