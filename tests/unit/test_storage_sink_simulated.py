@@ -6,6 +6,7 @@ the simulator's expected state at every scan's checkpoint, with restarts and dup
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import zlib
@@ -29,6 +30,8 @@ from backfill.simulate.storage_codec import (
     csv_lines,
     csv_value,
     go_fmt_v,
+    java_sql_type,
+    mysql_type,
 )
 from backfill.simulate.storage_schema import schema_file_path, table_column, table_definition
 from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
@@ -124,8 +127,6 @@ def _employee() -> TableSchema:
 
 def test_csv_rows_as_the_tidb_docs_show_them():
     # docs ticdc-csv.md (and tiflow csv_decoder_test.go): include-commit-ts, no old value
-    import datetime as dt
-
     t = _employee()
     row = {"Id": 101, "LastName": "Smith", "FirstName": "Bob", "HireDate": dt.date(2014, 6, 4)}
     row["OfficeLocation"] = "New York"
@@ -160,8 +161,6 @@ def test_go_number_formats():
 
 def test_canal_json_line_as_tiflow_writes_it():
     t = _employee()
-    import datetime as dt
-
     row = {
         "Id": 1,
         "LastName": "a<b",
@@ -792,3 +791,42 @@ def test_one_storage_sink_per_protocol(tmp_path):
     with pytest.raises(ValueError, match="one storage sink per protocol"):
         SimulationConfig(out=tmp_path, storage_sinks=(StorageSink(), StorageSink(seed=1)))
     assert SimulationConfig(out=tmp_path, storage_sinks=[StorageSink()]).ticdc_changelog
+
+
+@pytest.mark.parametrize(
+    ("sql_type", "value", "mysql", "java", "encoded"),
+    [  # pingcap/tiflow pkg/sink/codec/canal/canal_test_util.go testColumnsTable (codec-domain values)
+        ("tinyint", 127, "tinyint", -6, "127"),
+        ("tinyint unsigned", 127, "tinyint unsigned", -6, "127"),
+        ("tinyint unsigned", 128, "tinyint unsigned", 5, "128"),
+        ("smallint unsigned", 32768, "smallint unsigned", 4, "32768"),
+        ("mediumint unsigned", 8388608, "mediumint unsigned", 4, "8388608"),
+        ("int unsigned", 2147483647, "int unsigned", 4, "2147483647"),
+        ("int unsigned", 2147483648, "int unsigned", -5, "2147483648"),
+        ("bigint", 9223372036854775807, "bigint", -5, "9223372036854775807"),
+        ("bigint unsigned", Decimal(9223372036854775807), "bigint unsigned", -5, "9223372036854775807"),
+        ("bigint unsigned", Decimal(9223372036854775808), "bigint unsigned", 3, "9223372036854775808"),
+        ("float", 3.14, "float", 7, "3.14"),
+        ("double", 2.71, "double", 8, "2.71"),
+        ("decimal", Decimal(2333), "decimal", 3, "2333"),
+        ("varchar(20)", "测试Varchar", "varchar", 12, "测试Varchar"),
+        ("char(20)", "测试String", "char", 1, "测试String"),
+        ("tinytext", "测试Tinytext", "tinytext", 2005, "测试Tinytext"),
+        ("text", "测试text", "text", 2005, "测试text"),
+        ("blob", b"\xe6\xb5", "blob", 2004, "\xe6\xb5"),  # bytes read as ISO-8859-1
+        ("varbinary(10)", b"\x00\xff", "varbinary", 2004, "\x00\xff"),
+        ("date", dt.date(2020, 2, 20), "date", 91, "2020-02-20"),
+        ("datetime", dt.datetime(2020, 2, 20, 2, 20, 20), "datetime", 93, "2020-02-20 02:20:20"),
+        ("time", "02:20:20", "time", 92, "02:20:20"),
+        ("year", 2020, "year", 12, "2020"),
+        ("enum('a','b')", "a", "enum", 4, "1"),
+        ("set('a','b')", "a,b", "set", -7, "3"),
+        ("bit(10)", b"\x01\x02", "bit", -7, "258"),
+    ],
+)
+def test_canal_json_types_and_values_match_tiflow(sql_type, value, mysql, java, encoded):
+    table = TableSchema.from_table_info(table_info(1, "t", [column_info(1, "c", sql_type)]))
+    col = table.columns[0]
+    assert (mysql_type(col), java_sql_type(col, value), canal_value(col, value)) == (mysql, java, encoded)
+    line = json.loads(canal_json_line(table, "d", 1 << 18, {"c": value}, None, build_ms=0))
+    assert (line["data"][0]["c"], line["sqlType"]["c"], line["mysqlType"]["c"]) == (encoded, java, mysql)
