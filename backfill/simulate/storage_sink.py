@@ -78,7 +78,7 @@ class StorageSink:
     flush_rows: int = 200
     file_size: int = 64 * 1024 * 1024
     flush_interval_s: float = 5.0
-    checkpoint_every: int = 3
+    checkpoint_every: int = 1
     restarts: int = 1
     restart_new_version: bool = False
     from_creation: bool = False
