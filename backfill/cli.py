@@ -107,13 +107,29 @@ def simulate(
     mysql: Annotated[
         str | None, typer.Option("--mysql", help="mysql://user:pass@host:port/ to replay the workload into.")
     ] = None,
+    storage_sink: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--storage-sink",
+            help="Also write a TiCDC storage-sink folder (csv or canal-json) to <out>/storage/<protocol>/;"
+            " repeat for both.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> int:
     """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state."""
     from backfill.simulate.cli import simulate_command
 
     return simulate_command(
-        out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql=mysql, as_json=as_json
+        out,
+        seed=seed,
+        tables=tables,
+        rows=rows,
+        txns=txns,
+        scans=scans,
+        mysql=mysql,
+        storage_sinks=storage_sink or (),
+        as_json=as_json,
     )
 
 

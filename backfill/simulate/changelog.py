@@ -10,7 +10,10 @@ messages a changefeed publishes. Records (pickled, one after another):
 - ``("row", commit_ts, db, table, key, physical_id, new, old)``: ``new``/``old`` map column names to
   values (codec value domain, ``_tidb_rowid`` included for tables without a clustered key); ``new`` is
   None for a delete, ``old`` None for an insert; ``physical_id`` is the partition id (None unpartitioned);
-- ``("ddl", finished_ts, db, table, query, action_type)``.
+- ``("ddl", finished_ts, db, table, query, action_type, table_info)``: ``table_info`` is the table after
+  the DDL (the dropped table for DROP TABLE; None for a database DDL, whose ``table`` is empty). The
+  CREATE DATABASE / CREATE TABLE of the initial tables come first, at their creation ts (below the
+  initial snapshot ts, where a changefeed usually starts).
 """
 
 from __future__ import annotations
@@ -35,15 +38,15 @@ class ChangeLog:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f: BinaryIO | None = path.open("wb")
-        self._pickler = pickle.Pickler(self._f, protocol=pickle.HIGHEST_PROTOCOL)
         self._schemas: set[tuple[int, int]] = set()
         self.count = 0
 
     def _add(self, record: tuple[Any, ...]) -> None:
-        self._pickler.dump(record)
+        # One pickle per record: a memo shared across records breaks once it is cleared (protocol 4+
+        # memoizes by position, and the reader's memo would not be cleared with it).
+        assert self._f is not None
+        self._f.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
         self.count += 1
-        if self.count % 10_000 == 0:
-            self._pickler.clear_memo()
 
     def row(
         self, world: World, commit_ts: int, version: TableVersion, pid: int, key: bytes, put: bool, phys: Any
@@ -75,8 +78,10 @@ class ChangeLog:
             named[ROWID_NAME] = decode_record_key(key).handle
         return named
 
-    def ddl(self, finished_ts: int, db: str, table: str, query: str, action: int) -> None:
-        self._add(("ddl", finished_ts, db, table, query, action))
+    def ddl(
+        self, finished_ts: int, db: str, table: str, query: str, action: int, info: dict[str, Any] | None
+    ) -> None:
+        self._add(("ddl", finished_ts, db, table, query, action, info))
 
     def close(self) -> None:
         if self._f is not None:
@@ -86,9 +91,8 @@ class ChangeLog:
 
 def read_changelog(path: Path) -> Iterator[tuple[Any, ...]]:
     with path.open("rb") as f:
-        up = pickle.Unpickler(f)
         while True:
             try:
-                yield up.load()
+                yield pickle.load(f)
             except EOFError:
                 return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -9,6 +10,7 @@ from rich.table import Table
 
 from backfill.simulate.config import SimulationConfig, SimulationResult
 from backfill.simulate.engine import simulate
+from backfill.simulate.storage_sink import StorageSink
 from tidelake.errors import ConfigError, TidelakeError
 from tidelake.output import emit
 from tidelake.tso import format_ts
@@ -17,8 +19,9 @@ from tidelake.tso import format_ts
 class SimulationReport:
     """What ``backfill simulate`` prints: one row per scan, then the counters."""
 
-    def __init__(self, result: SimulationResult) -> None:
+    def __init__(self, result: SimulationResult, storage: Sequence[str] = ()) -> None:
         self.result = result
+        self.storage = tuple(storage)
 
     def to_dict(self) -> dict[str, Any]:
         return self.result.to_dict()
@@ -39,6 +42,8 @@ class SimulationReport:
                 str(s.ddl_jobs),
             )
         console.print(table)
+        for protocol in self.storage:
+            console.print(f"TiCDC storage sink ({protocol}) written to {r.out / 'storage' / protocol}.")
         if r.mysql_applied:
             console.print("MariaDB/MySQL now holds the expected state of the last scan.")
 
@@ -52,12 +57,20 @@ def simulate_command(
     txns: int = 300,
     scans: int = 3,
     mysql: str | None = None,
+    storage_sinks: Sequence[str] = (),
     as_json: bool = False,
 ) -> int:
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
         config = SimulationConfig(
-            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql_url=mysql
+            out=out,
+            seed=seed,
+            tables=tables,
+            rows=rows,
+            txns=txns,
+            scans=scans,
+            mysql_url=mysql,
+            storage_sinks=tuple(StorageSink(protocol=p, seed=seed) for p in storage_sinks),
         )
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
@@ -75,5 +88,5 @@ def simulate_command(
                 f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}"
             ) from None
         raise
-    emit(SimulationReport(result), as_json)
+    emit(SimulationReport(result, storage_sinks), as_json)
     return 0

@@ -9,6 +9,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backfill.simulate.storage_sink import StorageSink
 
 DDL_KINDS: tuple[str, ...] = (
     "create_table",
@@ -56,12 +60,20 @@ class SimulationConfig:
     """Cross-check every written row: the codec's decoder must see what the model says (slow)."""
     ticdc_changelog: bool = False
     """Also spool the changes TiCDC would see to ``<out>/ticdc/changes.pkl`` (for the Kafka messages)."""
+    storage_sinks: tuple[StorageSink, ...] = ()
+    """TiCDC storage-sink changefeeds to write, each to ``<out>/storage/<protocol>/`` (implies the log)."""
     rows_per_file: int = 1_000_000
     row_group_size: int = 65_536
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "ddl_kinds", tuple(self.ddl_kinds))
+        object.__setattr__(self, "storage_sinks", tuple(self.storage_sinks))
+        protocols = [s.protocol for s in self.storage_sinks]
+        if len(set(protocols)) != len(protocols):
+            raise ValueError(f"one storage sink per protocol, got {protocols}")
+        if self.storage_sinks:
+            object.__setattr__(self, "ticdc_changelog", True)
         for name in ("tables", "scans", "region_split_keys", "rows_per_file", "row_group_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

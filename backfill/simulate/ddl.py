@@ -157,7 +157,7 @@ class DdlRunner:
         if w.oplog is not None:
             w.oplog.add((finished, "ddl", job.db, job.table_name, job.mysql))
         if w.changes is not None:
-            w.changes.ddl(finished, job.db, job.table_name, job.query, ACTION[job.kind])
+            w.changes.ddl(finished, job.db, job.table_name, job.query, ACTION[job.kind], info)
         w.frozen_pids -= job.frozen_pids
         w.frozen_uids.discard(job.uid)
         w.ddl_uids.discard(job.uid)

@@ -24,6 +24,7 @@ from backfill.simulate.tables import TEMPLATES, build_table
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
 from backfill.sources.kvscan import format as kvscan
+from tidelake.tso import compose_ts
 
 DATABASES = ("shop", "ops")
 CAPTURE_MIN_TICKS = 6
@@ -60,8 +61,12 @@ class Engine:
 
     def setup(self) -> None:
         w = self.w
-        for db in DATABASES:
+        for i, db in enumerate(DATABASES):
             w.db_ids[db] = w.ids.take()[0]
+            if w.changes is not None:  # created just before the first TSO the tables get
+                w.changes.ddl(
+                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE `{db}`", 1, None
+                )
         for i in range(self.cfg.tables):
             tmpl = TEMPLATES[i % len(TEMPLATES)]
             name = tmpl.name if i < len(TEMPLATES) else f"{tmpl.name}_{i // len(TEMPLATES)}"
@@ -80,6 +85,8 @@ class Engine:
             w.catalog.finish(uid, finished, v)
             if w.oplog is not None:
                 w.oplog.add((finished, "ddl", v.db, v.name, [v.create_sql(mysql=True)]))
+            if w.changes is not None:
+                w.changes.ddl(finished, v.db, v.name, v.create_sql(), 3, v.table_info())
         self._split_regions()
         w.tso.advance(5)
         self.initial_ts = self.resolved = self.checkpoint = w.tso.next()
@@ -124,6 +131,10 @@ class Engine:
         events = sum(s.events for s in self.summaries)
         if self.w.changes is not None:
             self.w.changes.close()
+        for sink in cfg.storage_sinks:
+            from backfill.simulate.storage_sink import write_storage_sink
+
+            write_storage_sink(cfg.out, sink)
         applied = False
         if self.w.oplog is not None:
             self.w.oplog.close()

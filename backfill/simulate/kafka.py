@@ -178,7 +178,7 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
                 yield from resolved(last_ts)
             last_ts = ts
         if kind == "ddl":
-            _, fts, db, table, query, action = rec
+            _, fts, db, table, query, action, _info = rec
             value = compress(feed.compression, ddl_value_json(query, action))
             yield from producer.broadcast(key_json(fts, db, table, type_=2, flavor=feed.flavor), value)
             since_resolved.clear()

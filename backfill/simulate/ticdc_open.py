@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -114,10 +115,10 @@ def go_value(col: ColumnSchema, value: Any, time_zone: str = "UTC") -> Any:
     if kind == K.DATE:
         return value.isoformat()
     if kind == K.DATETIME:
-        return _time_text(value, col.fsp)
+        return time_text(value, col.fsp)
     if kind == K.TIMESTAMP:
         local = value.astimezone(_zone(time_zone)).replace(tzinfo=None)
-        return _time_text(local, col.fsp)
+        return time_text(local, col.fsp)
     raise ValueError(f"no open-protocol value for kind {kind}")
 
 
@@ -131,7 +132,7 @@ def _zone(name: str) -> dt.tzinfo:
     return ZoneInfo(name)
 
 
-def _time_text(t: dt.datetime, fsp: int) -> str:
+def time_text(t: dt.datetime, fsp: int) -> str:
     text = t.strftime("%Y-%m-%d %H:%M:%S")
     if fsp > 0:
         text += "." + f"{t.microsecond:06d}"[:fsp]
@@ -266,7 +267,12 @@ _ESC["\u2028"] = "\\u2028"
 _ESC["\u2029"] = "\\u2029"
 
 
+_NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
+
+
 def go_string(s: str) -> str:
+    if _NEEDS_ESCAPE.search(s) is None:
+        return '"' + s + '"'
     out = ['"']
     for ch in s:
         e = _ESC.get(ch)
