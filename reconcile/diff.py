@@ -105,14 +105,10 @@ def diff_multiset(
     """Tables without a key: rows are equal when every canonical text is; duplicates count."""
     from pyspark.sql import functions as F
 
-    digits = FloatDigits.for_tolerance(0)
     cols = comparison.columns
 
     def grouped(df: DataFrame, prefix: str, count: str) -> DataFrame:
-        texts = [
-            sparkenc.text(c, _c(c.name), JsonMode.NORMALIZED, digits).alias(f"_t{i}")
-            for i, c in enumerate(cols)
-        ]
+        texts = [t.alias(f"_t{i}") for i, t in enumerate(whole_row_texts(cols))]
         firsts = [F.first(_c(c.name)).alias(prefix + c.name) for c in cols]
         return df.groupBy(*texts).agg(F.count(F.lit(1)).alias(count), *firsts)
 
@@ -145,6 +141,17 @@ def diff_multiset(
         int(totals["missing"] or 0), int(totals["extra"] or 0), 0, MappingProxyType({}), samples
     )
     return RowDiff(counts, out)
+
+
+def whole_row_texts(
+    columns: Sequence[Column], values: Sequence[SparkColumn] | None = None
+) -> list[SparkColumn]:
+    """The canonical text of each column's value (all digits, JSON normalised; by default the column
+    of that name): what makes two rows of a table without a key the same row, in `diff_multiset` and
+    in the multiset repair."""
+    digits = FloatDigits.for_tolerance(0)
+    values = values if values is not None else [_c(c.name) for c in columns]
+    return [sparkenc.text(c, v, JsonMode.NORMALIZED, digits) for c, v in zip(columns, values, strict=True)]
 
 
 def _count(

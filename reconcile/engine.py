@@ -166,10 +166,12 @@ def reconcile_table(
         notes += reader.notes + outcome.notes
         repair = None
         if options.repair and outcome.diff is not None and outcome.diff.counts.total:
-            if not comparison.key:
-                notes.append("not repaired: a table without a primary key cannot be repaired by key")
+            how = repairing.repair if comparison.key else repairing.repair_multiset
+            refused = repairing.refusal(snapshot, comparison)
+            if refused:
+                notes.append(f"not repaired: {refused}")
             else:
-                repair = repairing.repair(
+                repair = how(
                     spark, config, snapshot, comparison, outcome.diff,
                     tolerance=options.float_tolerance, sample_size=options.sample_size, upstream_ts=ts,
                 )  # fmt: skip
@@ -202,11 +204,21 @@ def reconcile_table(
 
 
 def _comparison(schema: TableSchema, snapshot: DeltaSnapshot, ignored: Sequence[str]) -> Comparison:
-    """Check the schemas; a table keyed only by TiDB's hidden row id is compared as a multiset."""
-    if tuple(k.lower() for k in schema.primary_key) == (TIDB_ROWID,):
+    """Check the schemas. A table keyed by TiDB's hidden row id (TiDB, or a replica that keeps it) is
+    compared by it when the Delta table holds it on every row (a kv-scan backfill does; TiCDC's outputs
+    do not carry it), else as a multiset of whole rows."""
+    if tuple(k.lower() for k in schema.primary_key) == (TIDB_ROWID,) and not _has_rowids(snapshot.df):
         schema = TableSchema(schema.db, schema.table, schema.columns, ())
     delta_types = {f.name: f.dataType.simpleString() for f in snapshot.df.schema.fields}
     return compare_schemas(schema, delta_types, ignored)
+
+
+def _has_rowids(df: DataFrame) -> bool:
+    """True when the Delta table has a `_tidb_rowid` column and no row leaves it NULL."""
+    from pyspark.sql import functions as F
+
+    name = next((f.name for f in df.schema.fields if f.name.lower() == TIDB_ROWID), None)
+    return name is not None and not df.where(F.col(f"`{name}`").isNull()).limit(1).count()
 
 
 def _project(df: DataFrame, comparison: Comparison) -> DataFrame:
