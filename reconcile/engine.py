@@ -35,6 +35,7 @@ from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compar
 from reconcile.sparkside import SparkSide, rows_to_frame
 from tidelake.conventions import table_path
 from tidelake.errors import InputError
+from tidelake.sqlident import column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -215,18 +216,16 @@ def _comparison(schema: TableSchema, snapshot: DeltaSnapshot, ignored: Sequence[
 
 def _has_rowids(df: DataFrame) -> bool:
     """True when the Delta table has a `_tidb_rowid` column and no row leaves it NULL."""
-    from pyspark.sql import functions as F
 
     name = next((f.name for f in df.schema.fields if f.name.lower() == TIDB_ROWID), None)
-    return name is not None and not df.where(F.col(f"`{name}`").isNull()).limit(1).count()
+    return name is not None and not df.where(column(name).isNull()).limit(1).count()
 
 
 def _project(df: DataFrame, comparison: Comparison) -> DataFrame:
     """The Delta columns that are compared, under their upstream names."""
-    from pyspark.sql import functions as F
 
     by_lower = {f.name.lower(): f.name for f in df.schema.fields}
-    return df.select(*[F.col(f"`{by_lower[c.name.lower()]}`").alias(c.name) for c in comparison.columns])
+    return df.select(*[column(by_lower[c.name.lower()]).alias(c.name) for c in comparison.columns])
 
 
 def _frame(spark: SparkSession, comparison: Comparison, rows: Any) -> DataFrame:

@@ -30,22 +30,16 @@ from reconcile.result import DiffCounts, RepairOutcome
 from reconcile.schema import TIDB_COMMIT_TS, Comparison
 from tidelake import delta
 from tidelake.errors import InputError
+from tidelake.sqlident import column
 
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder, DeltaTable
-    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
     from tidelake.config import TidelakeConfig
 
 DELETE = "_delete"
 INSERT = "_insert"
-
-
-def _c(name: str) -> SparkColumn:
-    from pyspark.sql import functions as F
-
-    return F.col(f"`{name}`")
 
 
 def repair(
@@ -67,9 +61,9 @@ def repair(
     stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
     keys = comparison.key_names
     source = diff.differences.select(
-        *[F.coalesce(_c(UP + k), _c(DELTA + k)).alias(f"_k_{k}") for k in keys],
-        *[_c(UP + c.name).alias(c.name) for c in comparison.columns],
-        (_c(KIND) == F.lit("extra")).alias(DELETE),
+        *[F.coalesce(column(UP + k), column(DELTA + k)).alias(f"_k_{k}") for k in keys],
+        *[column(UP + c.name).alias(c.name) for c in comparison.columns],
+        (column(KIND) == F.lit("extra")).alias(DELETE),
     )
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
@@ -134,12 +128,13 @@ def repair_multiset(
     delta_names = {f.name.lower(): f.name for f in snapshot.df.schema.fields}
     commit_col = delta_names.get(TIDB_COMMIT_TS)
     stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
-    upstream_copies = F.coalesce(_c("_nu"), F.lit(0))
-    surplus = _c("_surplus")  # upstream copies minus Delta copies
+    upstream_copies = F.coalesce(column("_nu"), F.lit(0))
+    surplus = column("_surplus")  # upstream copies minus Delta copies
     group = [
-        F.when(_c("_nu").isNotNull(), _c(f"_t{i}")).otherwise(_c(f"_s{i}")).alias(f"_g{i}") for i in width
+        F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
+        for i in width
     ]
-    values = [_c(UP + c.name).alias(c.name) for c in columns]
+    values = [column(UP + c.name).alias(c.name) for c in columns]
     deletes = diff.differences.where(surplus < 0).select(
         *group, *[F.lit(None).cast(c.delta_type).alias(c.name) for c in columns], F.lit(False).alias(INSERT)
     )
@@ -182,16 +177,19 @@ def recheck_multiset(
     current = _project(spark.read.format("delta").load(path), comparison)
     width = range(len(columns))
     groups = diff.differences.select(
-        *[F.when(_c("_nu").isNotNull(), _c(f"_t{i}")).otherwise(_c(f"_s{i}")).alias(f"_g{i}") for i in width]
+        *[
+            F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
+            for i in width
+        ]
     )
     texts = current.select("*", *[t.alias(f"_x{i}") for i, t in enumerate(whole_row_texts(columns))])
     on = reduce(lambda acc, i: acc & texts[f"_x{i}"].eqNullSafe(groups[f"_g{i}"]), width, F.lit(True))
-    delta_rows = texts.join(groups, on=on, how="left_semi").select(*[_c(c.name) for c in columns])
+    delta_rows = texts.join(groups, on=on, how="left_semi").select(*[column(c.name) for c in columns])
     upstream_rows = (
-        diff.differences.where(_c("_nu").isNotNull())
+        diff.differences.where(column("_nu").isNotNull())
         .select(
-            *[_c(UP + c.name).alias(c.name) for c in columns],
-            F.explode(F.array_repeat(F.lit(True), _c("_nu").cast("int"))).alias("_copy"),
+            *[column(UP + c.name).alias(c.name) for c in columns],
+            F.explode(F.array_repeat(F.lit(True), column("_nu").cast("int"))).alias("_copy"),
         )
         .drop("_copy")
     )
@@ -237,7 +235,7 @@ def _merge(
 
 def _project(df: DataFrame, comparison: Comparison) -> DataFrame:
     by_lower = {f.name.lower(): f.name for f in df.schema.fields}
-    return df.select(*[_c(by_lower[c.name.lower()]).alias(c.name) for c in comparison.columns])
+    return df.select(*[column(by_lower[c.name.lower()]).alias(c.name) for c in comparison.columns])
 
 
 def recheck(
@@ -255,10 +253,10 @@ def recheck(
     keys = comparison.key_names
     current = _project(spark.read.format("delta").load(path), comparison)
     touched = diff.differences.select(
-        *[F.coalesce(_c(UP + k), _c(DELTA + k)).alias(k) for k in keys]
+        *[F.coalesce(column(UP + k), column(DELTA + k)).alias(k) for k in keys]
     ).distinct()
-    upstream_rows = diff.differences.where(_c(KIND) != F.lit("extra")).select(
-        *[_c(UP + c.name).alias(c.name) for c in comparison.columns]
+    upstream_rows = diff.differences.where(column(KIND) != F.lit("extra")).select(
+        *[column(UP + c.name).alias(c.name) for c in comparison.columns]
     )
     delta_rows = current.join(touched, on=[current[k].eqNullSafe(touched[k]) for k in keys], how="left_semi")
     again = diff_keyed(upstream_rows, delta_rows, comparison, tolerance=tolerance, sample_size=sample_size)
