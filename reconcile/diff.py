@@ -200,9 +200,7 @@ def _samples(out: DataFrame, comparison: Comparison, sample_size: int) -> tuple[
         key = {k: side[k] for k in key_names}
         if kind == "changed":
             changed = tuple(r[COLUMNS])
-            samples.append(
-                RowSample(kind, key, changed, {c: up[c] for c in changed}, {c: down[c] for c in changed})
-            )
+            samples.append(RowSample(kind, key, changed, up, down))
         elif kind == "missing":
             samples.append(RowSample(kind, key, (), up, None))
         else:
