@@ -30,10 +30,11 @@ from reconcile.result import DiffCounts, RepairOutcome
 from reconcile.schema import TIDB_COMMIT_TS, Comparison
 from tidelake import delta
 from tidelake.errors import InputError
-from tidelake.sqlident import column
+from tidelake.sqlident import column, quote_ident
 
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder, DeltaTable
+    from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
     from tidelake.config import TidelakeConfig
@@ -67,13 +68,13 @@ def repair(
     )
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
-    values = {delta_names[c.name.lower()]: F.col(f"s.`{c.name}`") for c in comparison.columns}
+    values = {delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns}
     if commit_col is not None:
         values[commit_col] = F.lit(stamp).cast("bigint")
     on = reduce(
-        lambda acc, k: acc & F.col(f"t.`{delta_names[k.lower()]}`").eqNullSafe(F.col(f"s.`_k_{k}`")),
+        lambda acc, k: acc & _ref("t", delta_names[k.lower()]).eqNullSafe(_ref("s", f"_k_{k}")),
         keys[1:],
-        F.col(f"t.`{delta_names[keys[0].lower()]}`").eqNullSafe(F.col(f"s.`_k_{keys[0]}`")),
+        _ref("t", delta_names[keys[0].lower()]).eqNullSafe(_ref("s", f"_k_{keys[0]}")),
     )
 
     def build(table: DeltaTable) -> DeltaMergeBuilder:
@@ -130,10 +131,7 @@ def repair_multiset(
     stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
     upstream_copies = F.coalesce(column("_nu"), F.lit(0))
     surplus = column("_surplus")  # upstream copies minus Delta copies
-    group = [
-        F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
-        for i in width
-    ]
+    group = _group_texts(len(columns))
     values = [column(UP + c.name).alias(c.name) for c in columns]
     deletes = diff.differences.where(surplus < 0).select(
         *group, *[F.lit(None).cast(c.delta_type).alias(c.name) for c in columns], F.lit(False).alias(INSERT)
@@ -143,11 +141,11 @@ def repair_multiset(
         *group, *values, F.explode(F.array_repeat(F.lit(True), copies.cast("int"))).alias(INSERT)
     )
     source = deletes.unionByName(inserts)
-    target_texts = whole_row_texts(columns, [F.col(f"t.`{delta_names[c.name.lower()]}`") for c in columns])
+    target_texts = whole_row_texts(columns, [_ref("t", delta_names[c.name.lower()]) for c in columns])
     on = reduce(
-        lambda acc, i: acc & target_texts[i].eqNullSafe(F.col(f"s.`_g{i}`")), width, ~F.col(f"s.{INSERT}")
+        lambda acc, i: acc & target_texts[i].eqNullSafe(_ref("s", f"_g{i}")), width, ~F.col(f"s.{INSERT}")
     )
-    inserted = {delta_names[c.name.lower()]: F.col(f"s.`{c.name}`") for c in columns}
+    inserted = {delta_names[c.name.lower()]: _ref("s", c.name) for c in columns}
     if commit_col is not None:
         inserted[commit_col] = F.lit(stamp).cast("bigint")
 
@@ -176,12 +174,7 @@ def recheck_multiset(
     columns = comparison.columns
     current = _project(spark.read.format("delta").load(path), comparison)
     width = range(len(columns))
-    groups = diff.differences.select(
-        *[
-            F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
-            for i in width
-        ]
-    )
+    groups = diff.differences.select(*_group_texts(len(columns)))
     texts = current.select("*", *[t.alias(f"_x{i}") for i, t in enumerate(whole_row_texts(columns))])
     on = reduce(lambda acc, i: acc & texts[f"_x{i}"].eqNullSafe(groups[f"_g{i}"]), width, F.lit(True))
     delta_rows = texts.join(groups, on=on, how="left_semi").select(*[column(c.name) for c in columns])
@@ -196,6 +189,23 @@ def recheck_multiset(
     again = diff_multiset(upstream_rows, delta_rows, comparison, sample_size=sample_size)
     again.differences.unpersist()
     return again.counts
+
+
+def _group_texts(width: int) -> list[SparkColumn]:
+    """`_g<i>`: the canonical texts of a `diff_multiset` group, from whichever side holds it."""
+    from pyspark.sql import functions as F
+
+    return [
+        F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
+        for i in range(width)
+    ]
+
+
+def _ref(alias: str, name: str) -> SparkColumn:
+    """Column `name` of the MERGE's target (`t`) or source (`s`)."""
+    from pyspark.sql import functions as F
+
+    return F.col(f"{alias}.{quote_ident(name)}")
 
 
 def _check_latest(spark: SparkSession, snapshot: DeltaSnapshot) -> None:
