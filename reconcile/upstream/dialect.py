@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconcile.chunks import Key, KeyRange
+
+if TYPE_CHECKING:
+    from reconcile.upstream.mysql import MySQL
 
 Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]  # run one statement, return its rows
 D = TypeVar("D", bound=type)
@@ -42,20 +45,22 @@ def names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def dialect_named(name: str, version: str = "") -> Any:
+def dialect_named(name: str, version: str = "") -> MySQL:
     """The dialect registered as `name`, for a server reporting `version`."""
     _load()
     if name not in _REGISTRY:
         raise ValueError(f"no upstream dialect {name!r} (known: {', '.join(_REGISTRY)})")
-    return _REGISTRY[name](version)
+    dialect: MySQL = _REGISTRY[name](version)
+    return dialect
 
 
-def detect(version: str) -> Any:
+def detect(version: str) -> MySQL:
     """The dialect for a server that reports `version`: the last registered one that claims it."""
     _load()
     for cls in reversed(list(_REGISTRY.values())):
         if cls.claims(version):  # type: ignore[attr-defined]
-            return cls(version)
+            found: MySQL = cls(version)
+            return found
     raise ValueError(f"no upstream dialect understands server version {version!r}")
 
 
