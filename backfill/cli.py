@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from tidelake.cli import NotBuiltYet, run_app
+from tidelake.cli import IntervalOption, LogFormatOption, NotBuiltYet, QuietOption, configure_output, run_app
 from tidelake.config import TidelakeConfig, load_config
-from tidelake.output import emit
+from tidelake.output import DEFAULT_INTERVAL, emit, progress
 from tidelake.spark import session_for
 
 if TYPE_CHECKING:
@@ -43,10 +43,14 @@ def run(
     until_ts: Annotated[
         int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")
     ] = None,
+    quiet: QuietOption = False,
+    log_format: LogFormatOption = "text",
+    progress_interval: IntervalOption = DEFAULT_INTERVAL,
 ) -> int:
     """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
     from backfill.run import run_backfill
 
+    configure_output(quiet, log_format, progress_interval)
     settings = load_config(config)
     emit(
         _with_session(settings, "backfill", lambda spark: run_backfill(spark, settings, until_ts=until_ts)),
@@ -66,10 +70,17 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
 
 
 @app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
-def demo(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+def demo(
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
+    log_format: LogFormatOption = "text",
+    progress_interval: IntervalOption = DEFAULT_INTERVAL,
+) -> int:
     """Simulate a TiDB workload, back-fill it in two windows, and show what each table reached."""
     from backfill.demo import run_demo
 
+    configure_output(quiet, log_format, progress_interval)
     settings = load_config(config)
     result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings))
     emit(result, as_json)
@@ -134,8 +145,10 @@ def simulate(
 
 
 def _with_session(settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T]) -> T:
-    """Run `work` with the active SparkSession, or one made (and stopped) for it."""
-    with session_for(settings, purpose) as spark:
+    """Run `work` with the active SparkSession, or one made (and stopped) for it, showing its progress
+    (one stage; without a terminal, lines with the running Spark tasks)."""
+    with session_for(settings, purpose) as spark, progress("backfill", spark) as tracker:
+        tracker.stage(purpose, 0)
         return work(spark)
 
 

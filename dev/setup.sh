@@ -2,7 +2,8 @@
 # Set up tidelake on a new machine (Python 3.11, JDK 17, Maven): a virtual environment with the pinned
 # packages in .venv/, and the JVM packages for spark.jars in .cache/jars/. Safe and fast to rerun.
 #   dev/setup.sh          what the demo and the jobs need
-#   dev/setup.sh --test   also the MariaDB server (Debian package mariadb-server) the integration tests start
+#   dev/setup.sh --test   also the MariaDB server (Debian package mariadb-server) the integration tests start,
+#                         and headless Chromium (Debian package chromium) that renders reconcile's HTML report
 set -euo pipefail
 with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
@@ -43,11 +44,17 @@ cache_jars dev/jars/pom.xml "$jars" \
   -DexcludeGroupIds=org.scala-lang,org.antlr,io.netty,org.apache.httpcomponents,commons-codec,commons-logging,org.slf4j
 # S3Proxy (a real S3 API server on 127.0.0.1) for the tests and the demo with its s3 flag; never on spark.jars.
 cache_jars dev/s3proxy/pom.xml .cache/s3proxy
-# 3. MariaDB for the integration tests; the test set-up starts its own server from this package.
-if [ "$with_tests" = 1 ] && ! command -v mariadbd >/dev/null && [ ! -x /usr/sbin/mariadbd ]; then
-  echo "setup: installing mariadb-server (Debian package)" >&2
-  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mariadb-server >/dev/null
+# 3. MariaDB for the integration tests (the test set-up starts its own server from this package), and
+#    Chromium, in which a test opens reconcile's HTML report.
+if [ "$with_tests" = 1 ]; then
+  wanted=()
+  command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || wanted+=(mariadb-server)
+  command -v chromium >/dev/null || wanted+=(chromium)
+  if [ ${#wanted[@]} -gt 0 ]; then
+    echo "setup: installing ${wanted[*]} (Debian packages)" >&2
+    sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${wanted[@]}" >/dev/null
+  fi
 fi
 echo "setup: ready ($(ls "$jars"/*.jar | wc -l) jars in $jars)" >&2

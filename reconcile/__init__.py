@@ -6,14 +6,17 @@ Modules, pure logic first:
     schema     upstream types, their Delta types, the schema check
     chunks     key ranges, the predicate both sides apply, bisection
     result     the result object, its rich and JSON renderings, exit codes
+    reports    the result as JUnit XML, a Markdown summary and a self-contained HTML page
     options    config + flags for one run
+    upstream/  dialect (the seam: SQL dialects by name) with mysql, mariadb, tidb: every statement
+               an upstream server is sent
 I/O:
-    upstream/  sql (pymysql: TiDB at a ts, MySQL/MariaDB in consistent snapshots), files (Dumpling,
-               Parquet, the simulator's expected state), dumpling (that export's layout)
+    upstream/  sql (pymysql: runs a dialect's statements, at a ts or in consistent snapshots), files
+               (Dumpling, Parquet, the simulator's expected state), dumpling (that export's layout)
     downstream the Delta version at a resolved ts
     sparkside  checksums and row reads over a DataFrame (the Delta side, or files)
     diff       the keyed (or multiset) row diff in Spark
-    repair     one MERGE from upstream rows, then a re-check
+    repair     one MERGE from upstream rows (by key, or as a multiset), then a re-check
     engine     the per-table flow: chunks -> checksums -> bisection -> row diff -> repair
     cli        `reconcile run`
 """

@@ -1,11 +1,10 @@
-"""Key ranges: chunk planning from upstream boundaries, and the one predicate both sides apply. Pure.
+"""Key ranges: chunk planning from upstream boundaries, and bisection. Pure, and free of SQL.
 
 A chunk is a half-open key range `[lower, upper)`; `None` means unbounded. Boundaries come from the
 upstream (the first key of every `chunk_size` rows), so chunks hold about `chunk_size` upstream rows,
 the first chunk starts at minus infinity and the last ends at plus infinity: every Delta row, even one
 whose key the upstream never had, falls in exactly one chunk. Composite keys compare lexicographically
-on both sides, written out as `k1 > v1 OR (k1 = v1 AND k2 >= v2)`, which every MySQL-compatible
-optimizer turns into an index range.
+on both sides (the upstream dialect writes the range as SQL, `reconcile.sparkside` as Spark columns).
 """
 
 from __future__ import annotations
@@ -55,43 +54,6 @@ def effective_chunk_size(rows_hint: int | None, chunk_size: int, max_chunks: int
     if rows_hint is None or rows_hint <= chunk_size * max_chunks:
         return chunk_size
     return -(-rows_hint // max_chunks)
-
-
-def predicate(
-    key_range: KeyRange, key_exprs: Sequence[str], placeholder: str = "%s"
-) -> tuple[str, list[Any]]:
-    """SQL for `key in range` with parameters, over the given (already quoted) key expressions."""
-    parts: list[str] = []
-    params: list[Any] = []
-    if key_range.lower is not None:
-        sql, values = _compare(key_exprs, key_range.lower, ">", ">=", placeholder)
-        parts.append(sql)
-        params += values
-    if key_range.upper is not None:
-        sql, values = _compare(key_exprs, key_range.upper, "<", "<", placeholder)
-        parts.append(sql)
-        params += values
-    return (" AND ".join(parts) if parts else "TRUE"), params
-
-
-def _compare(
-    exprs: Sequence[str], values: Key, strict: str, last: str, placeholder: str
-) -> tuple[str, list[Any]]:
-    """`exprs <op> values` lexicographically; the leading column is repeated as a plain bound too."""
-    if len(exprs) == 1:
-        return f"{exprs[0]} {last} {placeholder}", [values[0]]
-    disjuncts: list[str] = []
-    params: list[Any] = []
-    for i in range(len(exprs)):
-        equal = [f"{exprs[j]} = {placeholder}" for j in range(i)]
-        op = last if i == len(exprs) - 1 else strict
-        disjuncts.append("(" + " AND ".join([*equal, f"{exprs[i]} {op} {placeholder}"]) + ")")
-        params += [*values[:i], values[i]]
-    lead_op = ">=" if strict == ">" else "<="
-    return (
-        f"({exprs[0]} {lead_op} {placeholder} AND ({' OR '.join(disjuncts)}))",
-        [values[0], *params],
-    )
 
 
 Checksum = tuple[int, int]  # (row count, sum of row hashes)

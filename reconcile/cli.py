@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import Progress
 
-from tidelake.cli import run_app
+from tidelake.cli import IntervalOption, LogFormatOption, QuietOption, configure_output, run_app
 from tidelake.config import load_config
-from tidelake.output import emit, error, progress
+from tidelake.errors import TidelakeError
+from tidelake.output import DEFAULT_INTERVAL, emit, error, progress
+
+if TYPE_CHECKING:
+    from reconcile.result import ReconcileResult
 
 app = typer.Typer(
     name="reconcile",
@@ -27,17 +30,6 @@ app = typer.Typer(
 @app.callback()
 def _group() -> None:
     """Diff upstream tables against their Delta tables (exit 0 equal, 1 differences, 2 error)."""
-
-
-class _Bars:
-    """Engine stages as rich progress bars on stderr."""
-
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-
-    def stage(self, description: str, total: int) -> Callable[[int], None]:
-        task = self.bar.add_task(description, total=total or None)
-        return lambda n: self.bar.advance(task, n)
 
 
 @app.command(epilog="Example: `reconcile run --config conf/prod.toml --json --max-diff 0`")
@@ -78,13 +70,30 @@ def run(
     repair: Annotated[
         bool, typer.Option("--repair", help="Rewrite the differing keys in Delta from upstream (one MERGE).")
     ] = False,
+    junit: Annotated[
+        Path | None, typer.Option("--junit", help="Also write JUnit XML: one test case per table.")
+    ] = None,
+    markdown: Annotated[
+        Path | None,
+        typer.Option("--markdown", help="Also write a Markdown summary (CI job summary, PR comment)."),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write one self-contained HTML page with chunk maps and rows."),
+    ] = None,
+    quiet: QuietOption = False,
+    log_format: LogFormatOption = "text",
+    progress_interval: IntervalOption = DEFAULT_INTERVAL,
 ) -> int:
     """Compare every configured table, chunk by chunk, and name the rows and columns that differ."""
     from reconcile import engine
     from reconcile.options import RunOptions
+    from reconcile.result import ReconcileResult, TableResult
     from reconcile.upstream import open_upstream
     from tidelake.spark import session_for
 
+    configure_output(quiet, log_format, progress_interval)
+    reports = Reports(junit, markdown, html)
     settings = load_config(config)
     try:
         options = RunOptions.from_config(
@@ -100,18 +109,44 @@ def run(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
-    with session_for(settings, "reconcile") as spark:
-        upstream = open_upstream(spark, settings.reconcile.upstream, options.parallelism)
-        try:
-            with progress() as bar:
-                result = engine.run(spark, settings, options, upstream, _Bars(bar))
-        finally:
-            upstream.close()
+    try:
+        with session_for(settings, "reconcile") as spark:
+            upstream = open_upstream(spark, settings.reconcile.upstream, options.parallelism)
+            try:
+                with progress("reconcile", spark) as tracker:
+                    result = engine.run(spark, settings, options, upstream, tracker)
+            finally:
+                upstream.close()
+    except TidelakeError as exc:  # the run could not start (upstream unreachable): CI still gets its files
+        reports.write(
+            ReconcileResult(settings.reconcile.upstream.kind, (TableResult.failed("upstream", str(exc)),))
+        )
+        raise
+    reports.write(result)
     emit(result, as_json, str(output) if output else None)
     for table in result.tables:
         if table.error:
             error(f"{table.table}: {table.error}", "reconcile")
     return result.exit_code
+
+
+class Reports:
+    """The report files a run asked for, written after it (or after it failed to start)."""
+
+    def __init__(self, junit: Path | None, markdown: Path | None, html: Path | None) -> None:
+        self.files = {"junit": junit, "markdown": markdown, "html": html}
+
+    def write(self, result: ReconcileResult) -> None:
+        from reconcile import reports
+
+        render = {"junit": reports.junit_xml, "markdown": reports.markdown, "html": reports.html_page}
+        for kind, path in self.files.items():
+            if path is not None:
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(render[kind](result), encoding="utf-8")
+                except OSError as exc:
+                    error(f"cannot write the {kind} report {path}: {exc}", "reconcile")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from reconcile import sparkenc
 from reconcile.encoding import FloatDigits, JsonMode
 from reconcile.result import DiffCounts, RowSample
 from reconcile.schema import Column, Comparison, Kind
+from tidelake.sqlident import column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
@@ -28,12 +29,6 @@ if TYPE_CHECKING:
 KIND = "_kind"
 COLUMNS = "_columns"
 UP, DELTA = "u_", "d_"
-
-
-def _c(name: str) -> SparkColumn:
-    from pyspark.sql import functions as F
-
-    return F.col(f"`{name}`")
 
 
 def values_equal(col: Column, a: SparkColumn, b: SparkColumn, tolerance: float) -> SparkColumn:
@@ -69,22 +64,22 @@ def diff_keyed(
     keys = comparison.key_names
     values = comparison.value_columns
     up = upstream.select(
-        *[_c(c.name).alias(UP + c.name) for c in comparison.columns], F.lit(True).alias("_u")
+        *[column(c.name).alias(UP + c.name) for c in comparison.columns], F.lit(True).alias("_u")
     )
     down = delta.select(
-        *[_c(c.name).alias(DELTA + c.name) for c in comparison.columns], F.lit(True).alias("_d")
+        *[column(c.name).alias(DELTA + c.name) for c in comparison.columns], F.lit(True).alias("_d")
     )
     on = reduce(
-        lambda acc, k: acc & _c(UP + k).eqNullSafe(_c(DELTA + k)),
+        lambda acc, k: acc & column(UP + k).eqNullSafe(column(DELTA + k)),
         keys[1:],
-        _c(UP + keys[0]).eqNullSafe(_c(DELTA + keys[0])),
+        column(UP + keys[0]).eqNullSafe(column(DELTA + keys[0])),
     )
     joined = up.join(down, on, "full_outer")
-    equal = {c.name: values_equal(c, _c(UP + c.name), _c(DELTA + c.name), tolerance) for c in values}
+    equal = {c.name: values_equal(c, column(UP + c.name), column(DELTA + c.name), tolerance) for c in values}
     all_equal = reduce(lambda acc, e: acc & e, equal.values(), F.lit(True))
     kind = (
-        F.when(_c("_d").isNull(), F.lit("missing"))
-        .when(_c("_u").isNull(), F.lit("extra"))
+        F.when(column("_d").isNull(), F.lit("missing"))
+        .when(column("_u").isNull(), F.lit("extra"))
         .when(~all_equal, F.lit("changed"))
     )
     no_columns = F.array().cast("array<string>")
@@ -94,7 +89,9 @@ def diff_keyed(
         else no_columns
     )
     differing = F.when(kind == F.lit("changed"), named).otherwise(no_columns)
-    out = joined.select("*", kind.alias(KIND), differing.alias(COLUMNS)).where(_c(KIND).isNotNull()).cache()
+    out = (
+        joined.select("*", kind.alias(KIND), differing.alias(COLUMNS)).where(column(KIND).isNotNull()).cache()
+    )
     counts = _count(out, [c.name for c in values], comparison, sample_size)
     return RowDiff(counts, out)
 
@@ -105,40 +102,36 @@ def diff_multiset(
     """Tables without a key: rows are equal when every canonical text is; duplicates count."""
     from pyspark.sql import functions as F
 
-    digits = FloatDigits.for_tolerance(0)
     cols = comparison.columns
 
     def grouped(df: DataFrame, prefix: str, count: str) -> DataFrame:
-        texts = [
-            sparkenc.text(c, _c(c.name), JsonMode.NORMALIZED, digits).alias(f"_t{i}")
-            for i, c in enumerate(cols)
-        ]
-        firsts = [F.first(_c(c.name)).alias(prefix + c.name) for c in cols]
+        texts = [t.alias(f"_t{i}") for i, t in enumerate(whole_row_texts(cols))]
+        firsts = [F.first(column(c.name)).alias(prefix + c.name) for c in cols]
         return df.groupBy(*texts).agg(F.count(F.lit(1)).alias(count), *firsts)
 
     up = grouped(upstream, UP, "_nu")
     down = grouped(delta, DELTA, "_nd").withColumnsRenamed({f"_t{i}": f"_s{i}" for i in range(len(cols))})
     on = reduce(
-        lambda acc, i: acc & _c(f"_t{i}").eqNullSafe(_c(f"_s{i}")),
+        lambda acc, i: acc & column(f"_t{i}").eqNullSafe(column(f"_s{i}")),
         range(1, len(cols)),
-        _c("_t0").eqNullSafe(_c("_s0")),
+        column("_t0").eqNullSafe(column("_s0")),
     )
     joined = up.join(down, on, "full_outer").select(
         "*",
-        (F.coalesce(_c("_nu"), F.lit(0)) - F.coalesce(_c("_nd"), F.lit(0))).alias("_surplus"),
+        (F.coalesce(column("_nu"), F.lit(0)) - F.coalesce(column("_nd"), F.lit(0))).alias("_surplus"),
     )
     out = (
-        joined.where(_c("_surplus") != 0)
+        joined.where(column("_surplus") != 0)
         .select(
             "*",
-            F.when(_c("_surplus") > 0, F.lit("missing")).otherwise(F.lit("extra")).alias(KIND),
+            F.when(column("_surplus") > 0, F.lit("missing")).otherwise(F.lit("extra")).alias(KIND),
             F.array().cast("array<string>").alias(COLUMNS),
         )
         .cache()
     )
     totals = out.agg(
-        F.sum(F.when(_c("_surplus") > 0, _c("_surplus")).otherwise(0)).alias("missing"),
-        F.sum(F.when(_c("_surplus") < 0, -_c("_surplus")).otherwise(0)).alias("extra"),
+        F.sum(F.when(column("_surplus") > 0, column("_surplus")).otherwise(0)).alias("missing"),
+        F.sum(F.when(column("_surplus") < 0, -column("_surplus")).otherwise(0)).alias("extra"),
     ).first()
     samples = _samples(out, comparison, sample_size)
     counts = DiffCounts(
@@ -147,16 +140,27 @@ def diff_multiset(
     return RowDiff(counts, out)
 
 
+def whole_row_texts(
+    columns: Sequence[Column], values: Sequence[SparkColumn] | None = None
+) -> list[SparkColumn]:
+    """The canonical text of each column's value (all digits, JSON normalised; by default the column
+    of that name): what makes two rows of a table without a key the same row, in `diff_multiset` and
+    in the multiset repair."""
+    digits = FloatDigits.for_tolerance(0)
+    values = values if values is not None else [column(c.name) for c in columns]
+    return [sparkenc.text(c, v, JsonMode.NORMALIZED, digits) for c, v in zip(columns, values, strict=True)]
+
+
 def _count(
     out: DataFrame, value_names: Sequence[str], comparison: Comparison, sample_size: int
 ) -> DiffCounts:
     from pyspark.sql import functions as F
 
     aggregates = [
-        F.sum(F.when(_c(KIND) == k, 1).otherwise(0)).alias(k) for k in ("missing", "extra", "changed")
+        F.sum(F.when(column(KIND) == k, 1).otherwise(0)).alias(k) for k in ("missing", "extra", "changed")
     ]
     aggregates += [
-        F.sum(F.when(F.array_contains(_c(COLUMNS), name), 1).otherwise(0)).alias(f"_col{i}")
+        F.sum(F.when(F.array_contains(column(COLUMNS), name), 1).otherwise(0)).alias(f"_col{i}")
         for i, name in enumerate(value_names)
     ]
     row = out.agg(*aggregates).first()
@@ -178,14 +182,14 @@ def _samples(out: DataFrame, comparison: Comparison, sample_size: int) -> tuple[
     if sample_size <= 0:
         return ()
     cols = comparison.columns
-    order_cols = [F.coalesce(_c(UP + k), _c(DELTA + k)) for k in comparison.key_names] or [F.lit(0)]
+    order_cols = [F.coalesce(column(UP + k), column(DELTA + k)) for k in comparison.key_names] or [F.lit(0)]
     ranked = out.select(
-        _c(KIND),
-        _c(COLUMNS),
-        *[display(c, _c(UP + c.name)).alias(UP + c.name) for c in cols],
-        *[display(c, _c(DELTA + c.name)).alias(DELTA + c.name) for c in cols],
+        column(KIND),
+        column(COLUMNS),
+        *[display(c, column(UP + c.name)).alias(UP + c.name) for c in cols],
+        *[display(c, column(DELTA + c.name)).alias(DELTA + c.name) for c in cols],
         F.row_number().over(Window.partitionBy(KIND).orderBy(*order_cols)).alias("_rank"),
-    ).where(_c("_rank") <= sample_size)
+    ).where(column("_rank") <= sample_size)
     samples = []
     for r in sorted(ranked.collect(), key=lambda r: (r[KIND], r["_rank"])):
         kind = r[KIND]
@@ -196,9 +200,7 @@ def _samples(out: DataFrame, comparison: Comparison, sample_size: int) -> tuple[
         key = {k: side[k] for k in key_names}
         if kind == "changed":
             changed = tuple(r[COLUMNS])
-            samples.append(
-                RowSample(kind, key, changed, {c: up[c] for c in changed}, {c: down[c] for c in changed})
-            )
+            samples.append(RowSample(kind, key, changed, up, down))
         elif kind == "missing":
             samples.append(RowSample(kind, key, (), up, None))
         else:

@@ -1,7 +1,8 @@
-"""The canonical row encoding, as SQL for the upstream (TiDB, MySQL, MariaDB). Pure: builds strings.
+"""The canonical row encoding: its spec, the float digits, and a pure reference implementation.
 
-Both sides hash the same bytes for the same row: this module writes the upstream half in SQL, and
-`reconcile.sparkenc` writes the Delta half with Spark built-ins. The spec (tidelake row encoding 1):
+Both sides hash the same bytes for the same row: the upstream's SQL dialect writes the upstream half
+(`reconcile.upstream.mysql` for the MySQL family), and `reconcile.sparkenc` writes the Delta half with
+Spark built-ins. The spec (tidelake row encoding 1):
 
 * A row is the concatenation of one field per compared column, in upstream ordinal order.
 * A field is `N` for NULL, else `<L>:<text>` where L is the number of Unicode code points of `text`.
@@ -37,21 +38,13 @@ from __future__ import annotations
 
 import enum
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from reconcile.schema import Column, Kind
+from reconcile.schema import Kind
 
 MAX_DIGITS = {Kind.FLOAT: 9, Kind.DOUBLE: 17}
 EXACT_POWER = 22  # 10**22 is the largest power of ten a double holds exactly
-_IDENT = re.compile(r"^[^`\x00]{1,64}$")
-
-
-class Dialect(enum.Enum):
-    MARIADB = "mariadb"
-    MYSQL = "mysql"
-    TIDB = "tidb"
 
 
 class JsonMode(enum.Enum):
@@ -59,10 +52,6 @@ class JsonMode(enum.Enum):
 
     NORMALIZED = "normalized"  # MariaDB's JSON_NORMALIZE form, which Spark reproduces
     AS_STORED = "as_stored"  # the server's own rendering against the Delta text as stored
-
-
-def json_mode(dialect: Dialect) -> JsonMode:
-    return JsonMode.NORMALIZED if dialect is Dialect.MARIADB else JsonMode.AS_STORED
 
 
 @dataclass(frozen=True)
@@ -82,99 +71,6 @@ class FloatDigits:
 
     def of(self, kind: Kind) -> int:
         return self.float_digits if kind is Kind.FLOAT else self.double_digits
-
-
-def quote_ident(name: str) -> str:
-    """Backtick-quote an identifier after checking it is one (no backtick, no NUL, 1..64 chars)."""
-    if not _IDENT.match(name):
-        raise ValueError(f"{name!r} is not a valid MySQL identifier")
-    return f"`{name}`"
-
-
-def quote_table(db: str, table: str) -> str:
-    return f"{quote_ident(db)}.{quote_ident(table)}"
-
-
-def sql_text(col: Column, dialect: Dialect, digits: FloatDigits) -> str:
-    """SQL for the canonical text of one column's value (NULL stays NULL)."""
-    q = quote_ident(col.name)
-    kind = col.kind
-    if kind in (Kind.INT, Kind.YEAR):
-        return f"CAST({q} + 0 AS CHAR)" if kind is Kind.YEAR else f"CAST({q} AS CHAR)"
-    if kind is Kind.DECIMAL:
-        text = f"CAST({q} AS CHAR)"
-        return f"TRIM(TRAILING '.' FROM TRIM(TRAILING '0' FROM {text}))" if col.scale > 0 else text
-    if kind in (Kind.FLOAT, Kind.DOUBLE):
-        return _sql_float(q, digits.of(kind))
-    if kind is Kind.TEXT:
-        return f"CONVERT({q} USING utf8mb4)"
-    if kind is Kind.JSON:
-        if json_mode(dialect) is JsonMode.NORMALIZED:
-            return f"COALESCE(JSON_NORMALIZE({q}), CONCAT('!', {q}))"
-        return f"CAST({q} AS CHAR)"
-    if kind is Kind.BINARY:
-        return f"HEX({q})"
-    if kind is Kind.BIT:
-        return f"LPAD(HEX({q} + 0), {2 * col.byte_width}, '0')"
-    if kind is Kind.DATE:
-        return _zero_date_null(q, f"DATE_FORMAT({q}, '%Y-%m-%d')")
-    if kind is Kind.DATETIME:
-        return _zero_date_null(q, f"DATE_FORMAT({q}, '%Y-%m-%d %H:%i:%s.%f')")
-    if kind is Kind.TIMESTAMP:
-        return _zero_date_null(q, f"CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {q}) AS CHAR)")
-    if kind is Kind.TIME:
-        return (
-            f"CONCAT(IF({q} < 0, '-', ''), HOUR({q}), ':', LPAD(MINUTE({q}), 2, '0'), ':', "
-            f"LPAD(SECOND({q}), 2, '0'), '.', LPAD(MICROSECOND({q}), 6, '0'))"
-        )
-    raise AssertionError(f"no SQL encoding for {kind}")
-
-
-def _zero_date_null(q: str, text: str) -> str:
-    return f"CASE WHEN MONTH({q}) = 0 OR DAYOFMONTH({q}) = 0 THEN NULL ELSE {text} END"
-
-
-def _sql_float(q: str, digits: int) -> str:
-    x = f"CAST(FLOOR(LOG10(ABS({q}))) AS SIGNED)"
-    k = f"({digits - 1} - {x})"
-    k1 = f"GREATEST(-{EXACT_POWER}, LEAST({EXACT_POWER}, {k}))"
-    k2 = f"GREATEST(-300, LEAST(300, {k} - {k1}))"
-    k3 = f"({k} - {k1} - {k2})"
-    scaled = q
-    for step in (k1, k2, k3):  # multiply and divide by exact powers of ten only, as sparkenc does
-        scaled = f"{scaled} * POW(10, GREATEST({step}, 0)) / POW(10, GREATEST(-{step}, 0))"
-    # Most values need one exact power; MySQL does not share subexpressions, so that case is spelled
-    # out alone (same result: the other steps multiply and divide by 1).
-    scaled = (
-        f"CASE WHEN {k} BETWEEN 0 AND {EXACT_POWER} THEN {q} * POW(10, {k}) "
-        f"WHEN {k} BETWEEN -{EXACT_POWER} AND -1 THEN {q} / POW(10, -{k}) ELSE {scaled} END"
-    )
-    return f"CASE WHEN {q} = 0 THEN '0' ELSE CONCAT(CAST(ROUND({scaled}) AS SIGNED), 'e', {x}) END"
-
-
-def sql_field(text: str) -> str:
-    """One self-delimiting field: `N` for NULL, else `<code points>:<text>`."""
-    return f"COALESCE(CONCAT(CHAR_LENGTH({text}), ':', {text}), 'N')"
-
-
-def sql_row(columns: Sequence[Column], dialect: Dialect, digits: FloatDigits) -> str:
-    fields = [sql_field(sql_text(c, dialect, digits)) for c in columns]
-    return fields[0] if len(fields) == 1 else f"CONCAT({', '.join(fields)})"
-
-
-def sql_hash(row: str) -> str:
-    """The row hash: MD5's first 64 bits as an unsigned integer."""
-    return f"CAST(CONV(SUBSTRING(MD5({row}), 1, 16), 16, 10) AS UNSIGNED)"
-
-
-def sql_checksum(columns: Sequence[Column], dialect: Dialect, digits: FloatDigits) -> str:
-    """The select list of a chunk checksum: row count and the exact sum of row hashes."""
-    return f"COUNT(*), COALESCE(SUM({sql_hash(sql_row(columns, dialect, digits))}), 0)"
-
-
-def sql_bucket(columns: Sequence[Column], dialect: Dialect, digits: FloatDigits, width: int) -> str:
-    """The hash bucket of a row (or of its key): the first `width` hex digits of the MD5."""
-    return f"SUBSTRING(MD5({sql_row(columns, dialect, digits)}), 1, {width})"
 
 
 def decode_row(encoded: str) -> list[str | None]:

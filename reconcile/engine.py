@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from reconcile import repair as repairing
@@ -28,13 +29,15 @@ from reconcile.chunks import Checksum, KeyRange, effective_chunk_size, narrow, r
 from reconcile.diff import RowDiff, diff_keyed, diff_multiset
 from reconcile.downstream import DeltaSnapshot, open_snapshot
 from reconcile.encoding import FloatDigits, JsonMode
-from reconcile.errors import SchemaMismatch, TableNotFound
+from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError
 from reconcile.options import RunOptions, ignored_columns
-from reconcile.result import DiffCounts, ReconcileResult, TableResult
+from reconcile.result import ChunkStatus, DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
 from reconcile.sparkside import SparkSide, rows_to_frame
 from tidelake.conventions import table_path
 from tidelake.errors import InputError
+from tidelake.output import SILENT, Tracker
+from tidelake.sqlident import column
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -84,15 +87,6 @@ class Upstream(Protocol):
     def close(self) -> None: ...
 
 
-class Tracker(Protocol):
-    def stage(self, description: str, total: int) -> Callable[[int], None]: ...
-
-
-class _NoTracker:
-    def stage(self, description: str, total: int) -> Callable[[int], None]:
-        return lambda n: None
-
-
 @dataclass
 class _Outcome:
     strategy: str
@@ -102,6 +96,9 @@ class _Outcome:
     delta_rows: int
     diff: RowDiff | None
     notes: list[str] = field(default_factory=list)
+    chunk_map: list[ChunkStatus] = field(default_factory=list)
+    narrowed: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def run(
@@ -113,13 +110,13 @@ def run(
 ) -> ReconcileResult:
     """Reconcile every table the options select; per-table problems become error results."""
     started = time.monotonic()
-    tracker = tracker or _NoTracker()
+    tracker = tracker or SILENT
     results = []
     for db, table in upstream.list_tables(options.tables):
         table_started = time.monotonic()
         try:
             results.append(reconcile_table(spark, config, options, upstream, db, table, tracker))
-        except (TableNotFound, SchemaMismatch, InputError) as exc:
+        except (TableNotFound, SchemaMismatch, InputError, UpstreamError) as exc:
             results.append(TableResult.failed(f"{db}.{table}", str(exc), time.monotonic() - table_started))
     return ReconcileResult(
         upstream.describe(),
@@ -165,14 +162,19 @@ def reconcile_table(
             outcome = _by_buckets(spark, options, upstream, reader, delta_side, comparison, tracker)
         notes += reader.notes + outcome.notes
         repair = None
+        repair_started = time.monotonic()
         if options.repair and outcome.diff is not None and outcome.diff.counts.total:
-            if not comparison.key:
-                notes.append("not repaired: a table without a primary key cannot be repaired by key")
+            how = repairing.repair if comparison.key else repairing.repair_multiset
+            refused = repairing.refusal(snapshot, comparison)
+            if refused:
+                notes.append(f"not repaired: {refused}")
             else:
-                repair = repairing.repair(
+                repair = how(
                     spark, config, snapshot, comparison, outcome.diff,
                     tolerance=options.float_tolerance, sample_size=options.sample_size, upstream_ts=ts,
                 )  # fmt: skip
+        if repair is not None:
+            outcome.seconds["repair"] = time.monotonic() - repair_started
         queries = getattr(reader, "queries", 0)
     diff = outcome.diff
     counts = diff.counts if diff is not None else None
@@ -198,23 +200,34 @@ def reconcile_table(
         upstream_queries=queries,
         seconds=time.monotonic() - started,
         notes=tuple(notes),
+        chunk_map=tuple(outcome.chunk_map),
+        narrowed=tuple(outcome.narrowed),
+        stage_seconds=MappingProxyType(outcome.seconds),
     )
 
 
 def _comparison(schema: TableSchema, snapshot: DeltaSnapshot, ignored: Sequence[str]) -> Comparison:
-    """Check the schemas; a table keyed only by TiDB's hidden row id is compared as a multiset."""
-    if tuple(k.lower() for k in schema.primary_key) == (TIDB_ROWID,):
+    """Check the schemas. A table keyed by TiDB's hidden row id (TiDB, or a replica that keeps it) is
+    compared by it when the Delta table holds it on every row (a kv-scan backfill does; TiCDC's outputs
+    do not carry it), else as a multiset of whole rows."""
+    if tuple(k.lower() for k in schema.primary_key) == (TIDB_ROWID,) and not _has_rowids(snapshot.df):
         schema = TableSchema(schema.db, schema.table, schema.columns, ())
     delta_types = {f.name: f.dataType.simpleString() for f in snapshot.df.schema.fields}
     return compare_schemas(schema, delta_types, ignored)
 
 
+def _has_rowids(df: DataFrame) -> bool:
+    """True when the Delta table has a `_tidb_rowid` column and no row leaves it NULL."""
+
+    name = next((f.name for f in df.schema.fields if f.name.lower() == TIDB_ROWID), None)
+    return name is not None and not df.where(column(name).isNull()).limit(1).count()
+
+
 def _project(df: DataFrame, comparison: Comparison) -> DataFrame:
     """The Delta columns that are compared, under their upstream names."""
-    from pyspark.sql import functions as F
 
     by_lower = {f.name.lower(): f.name for f in df.schema.fields}
-    return df.select(*[F.col(f"`{by_lower[c.name.lower()]}`").alias(c.name) for c in comparison.columns])
+    return df.select(*[column(by_lower[c.name.lower()]).alias(c.name) for c in comparison.columns])
 
 
 def _frame(spark: SparkSession, comparison: Comparison, rows: Any) -> DataFrame:
@@ -236,6 +249,7 @@ def _by_ranges(
     size = effective_chunk_size(
         upstream.row_estimate(schema.db, schema.table), options.chunk_size, options.max_chunks
     )
+    clock = _Clock()
     ranges = ranges_from_boundaries(reader.boundaries(size))
     tick = tracker.stage(f"{schema.name}: checksums", len(ranges))
     try:
@@ -250,7 +264,12 @@ def _by_ranges(
             sum(u[0] for u in upstream_sums),
             sum(d[0] for d in delta_sums),
             None,
+            chunk_map=[
+                ChunkStatus(r.describe(), u[0], d[0], u == d)
+                for r, u, d in zip(ranges, upstream_sums, delta_sums, strict=True)
+            ],
         )
+        outcome.seconds["checksums"] = clock.lap()
         if not differing:
             return outcome
         narrowed = delta_side.narrowed([r for r, _ in differing])
@@ -266,12 +285,15 @@ def _by_ranges(
             leaves = narrow(differing, split, narrowed.checksums, leaf_rows=options.leaf_rows)
         finally:
             narrowed.release()
+        outcome.narrowed = [r.describe() for r in leaves]
+        outcome.seconds["bisection"] = clock.lap()
         tracker.stage(f"{schema.name}: row diff of {len(leaves)} ranges", 0)
         up_frame = _frame(spark, comparison, reader.rows(leaves))
         outcome.diff = diff_keyed(
             up_frame, delta_side.rows(leaves), comparison,
             tolerance=options.float_tolerance, sample_size=options.sample_size,
         )  # fmt: skip
+        outcome.seconds["row diff"] = clock.lap()
         return outcome
     finally:
         delta_side.release()
@@ -303,6 +325,7 @@ def _by_buckets(
     schema = comparison.schema
     by = comparison.key or comparison.columns
     width = bucket_width(upstream.row_estimate(schema.db, schema.table), options.chunk_size)
+    clock = _Clock()
     tick = tracker.stage(f"{schema.name}: bucket checksums", 1)
     up, down = _both(
         lambda: reader.bucket_checksums(width, by), lambda: delta_side.bucket_checksums(width, by)
@@ -310,6 +333,7 @@ def _by_buckets(
     tick(1)
     names = sorted(set(up) | set(down))
     differing = [b for b in names if up.get(b, (0, 0)) != down.get(b, (0, 0))]
+    unequal = set(differing)
     outcome = _Outcome(
         "bucket",
         len(names),
@@ -317,7 +341,12 @@ def _by_buckets(
         sum(c for c, _ in up.values()),
         sum(c for c, _ in down.values()),
         None,
+        chunk_map=[
+            ChunkStatus(f"bucket {b}", up.get(b, (0, 0))[0], down.get(b, (0, 0))[0], b not in unequal)
+            for b in names
+        ],
     )
+    outcome.seconds["checksums"] = clock.lap()
     if not differing:
         return outcome
     up_frame = _frame(spark, comparison, reader.bucket_rows(width, by, differing))
@@ -332,4 +361,17 @@ def _by_buckets(
         )
     else:
         outcome.diff = diff_multiset(up_frame, down_frame, comparison, sample_size=options.sample_size)
+    outcome.seconds["row diff"] = clock.lap()
     return outcome
+
+
+class _Clock:
+    """Seconds since the last lap: the time of each stage of one table."""
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def lap(self) -> float:
+        now = time.monotonic()
+        elapsed, self._last = now - self._last, now
+        return elapsed

@@ -18,6 +18,7 @@ from rich.table import Table
 
 KINDS = ("missing", "extra", "changed")
 EXIT_EQUAL, EXIT_DIFFERENT, EXIT_ERROR = 0, 1, 2
+MAX_LISTED_CHUNKS = 100  # differing chunks named in the JSON result
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,24 @@ class RowSample:
     delta: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """A changed row shows only its differing columns; a missing or extra row all of them."""
         out: dict[str, Any] = {"key": dict(self.key)}
         if self.columns:
             out["columns"] = list(self.columns)
-        if self.upstream is not None:
-            out["upstream"] = dict(self.upstream)
-        if self.delta is not None:
-            out["delta"] = dict(self.delta)
+        for side, values in (("upstream", self.upstream), ("delta", self.delta)):
+            if values is not None:
+                out[side] = {c: values[c] for c in self.columns} if self.columns else dict(values)
         return out
+
+
+@dataclass(frozen=True)
+class ChunkStatus:
+    """One chunk (a key range, or a hash bucket) as the checksums saw it."""
+
+    name: str  # `[lower, upper)` or `bucket 3f`
+    upstream_rows: int
+    delta_rows: int
+    equal: bool
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,9 @@ class TableResult:
     upstream_queries: int = 0
     seconds: float = 0.0
     notes: tuple[str, ...] = ()
+    chunk_map: tuple[ChunkStatus, ...] = ()  # every chunk, in key order
+    narrowed: tuple[str, ...] = ()  # the ranges bisection left to the row diff
+    stage_seconds: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def failed(cls, table: str, message: str, seconds: float = 0.0) -> TableResult:
@@ -120,6 +134,8 @@ class TableResult:
             delta_resolved_ts=self.delta_resolved_ts,
             upstream_queries=self.upstream_queries,
             seconds=round(self.seconds, 3),
+            stage_seconds={k: round(v, 3) for k, v in self.stage_seconds.items()},
+            differing_chunks=[c.name for c in self.chunk_map if not c.equal][:MAX_LISTED_CHUNKS],
             notes=list(self.notes),
         )
         if self.repair is not None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from reconcile.encoding import EXACT_POWER, FloatDigits, JsonMode
 from reconcile.schema import Column as Col
 from reconcile.schema import Kind
+from tidelake.sqlident import column
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -168,7 +169,7 @@ def row(columns: Sequence[Col], json_mode: JsonMode, digits: FloatDigits, prefix
     """The encoded row of `columns` in one expression (for small data; `encode` stages it)."""
     from pyspark.sql import functions as F
 
-    return F.concat(*[field(text(c, F.col(f"`{prefix}{c.name}`"), json_mode, digits)) for c in columns])
+    return F.concat(*[field(text(c, column(prefix + c.name), json_mode, digits)) for c in columns])
 
 
 def encode(
@@ -184,15 +185,13 @@ def encode(
 
     helpers = {}
     for i, c in enumerate(columns):
-        pre = helper(c, F.col(f"`{c.name}`"), json_mode)
+        pre = helper(c, column(c.name), json_mode)
         if pre is not None:
             helpers[f"_p{i}"] = pre
     staged = df.withColumns(helpers) if helpers else df
     names = [f"_t{i}" for i in range(len(columns))]
     texts = {
-        names[i]: text(
-            c, F.col(f"`{c.name}`"), json_mode, digits, F.col(f"_p{i}") if f"_p{i}" in helpers else None
-        )
+        names[i]: text(c, column(c.name), json_mode, digits, F.col(f"_p{i}") if f"_p{i}" in helpers else None)
         for i, c in enumerate(columns)
     }
     return staged.withColumns(texts).drop(*helpers), names

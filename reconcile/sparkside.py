@@ -19,6 +19,7 @@ from reconcile import sparkenc
 from reconcile.chunks import Checksum, Key, KeyRange
 from reconcile.encoding import FloatDigits, JsonMode
 from reconcile.schema import Column, Comparison, Kind
+from tidelake.sqlident import column, quote_ident
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -38,8 +39,8 @@ def key_struct(columns: Sequence[Column]) -> SparkColumn:
     from pyspark.sql import functions as F
 
     if len(columns) == 1:
-        return F.col(f"`{columns[0].name}`")
-    return F.struct(*[F.col(f"`{c.name}`").alias(c.name) for c in columns])
+        return column(columns[0].name)
+    return F.struct(*[column(c.name).alias(c.name) for c in columns])
 
 
 def sql_literal(col: Column, value: Any) -> str:
@@ -87,7 +88,7 @@ _NAME = Column("name", Kind.TEXT, "string", "name")
 
 
 def _struct_type(columns: Sequence[Column]) -> str:
-    return "struct<" + ",".join(f"`{c.name.replace('`', '``')}`:{c.delta_type}" for c in columns) + ">"
+    return "struct<" + ",".join(f"{quote_ident(c.name)}:{c.delta_type}" for c in columns) + ">"
 
 
 def array_literal(columns: Sequence[Column], keys: Sequence[Key | None]) -> SparkColumn:
@@ -186,24 +187,24 @@ class SparkSide:
         bytes a row), so a bisection that follows never encodes a row again."""
         hashed = self._hashed()
         if keep:
-            keys = [_col(c.name) for c in self.comparison.key]
-            self._slim = hashed.select(*keys, _col(HIGH), _col(LOW)).persist(StorageLevel.MEMORY_AND_DISK)
+            keys = [column(c.name) for c in self.comparison.key]
+            self._slim = hashed.select(*keys, column(HIGH), column(LOW)).persist(StorageLevel.MEMORY_AND_DISK)
             hashed = self._slim
         indexed = with_range_index(hashed, self.comparison.key, ranges)
-        found = _sums(indexed, _col(RANGE_ID))  # rows in no range are grouped under -1 and ignored
+        found = _sums(indexed, column(RANGE_ID))  # rows in no range are grouped under -1 and ignored
         return [found.get(i, (0, 0)) for i in range(len(ranges))]
 
     def rows(self, ranges: Sequence[KeyRange]) -> DataFrame:
         indexed = with_range_index(self.df, self.comparison.key, ranges)
-        return in_ranges(indexed).select(*[_col(c.name) for c in self.comparison.columns])
+        return in_ranges(indexed).select(*[column(c.name) for c in self.comparison.columns])
 
     def bucket_checksums(self, width: int, by: Sequence[Column]) -> dict[str, Checksum]:
-        return {str(k): v for k, v in _sums(self._hashed(by, width), _col(BUCKET)).items()}
+        return {str(k): v for k, v in _sums(self._hashed(by, width), column(BUCKET)).items()}
 
     def bucket_rows(self, width: int, by: Sequence[Column], buckets: Sequence[str]) -> DataFrame:
         hashed = self._hashed(by, width)
-        return hashed.where(_col(BUCKET).isin(list(buckets))).select(
-            *[_col(c.name) for c in self.comparison.columns]
+        return hashed.where(column(BUCKET).isin(list(buckets))).select(
+            *[column(c.name) for c in self.comparison.columns]
         )
 
     def narrowed(self, ranges: Sequence[KeyRange]) -> SparkSide:
@@ -268,10 +269,4 @@ def rows_to_frame(
     schema = T.StructType([T.StructField(c.name, T._parse_datatype_string(c.delta_type)) for c in columns])
     if not rows:
         return spark.createDataFrame([], schema)
-    return spark.createDataFrame(table).select(*[_col(c.name).cast(c.delta_type) for c in columns])
-
-
-def _col(name: str) -> SparkColumn:
-    from pyspark.sql import functions as F
-
-    return F.col(f"`{name}`")
+    return spark.createDataFrame(table).select(*[column(c.name).cast(c.delta_type) for c in columns])

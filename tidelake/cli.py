@@ -6,16 +6,38 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 
 import click
 import typer
 
 from tidelake.errors import TidelakeError
-from tidelake.output import error
+from tidelake.output import DEFAULT_INTERVAL, OutputStyle, configure, error
 
 EXIT_OK = 0
 EXIT_DIFFERENCES = 1
 EXIT_BAD_INPUT = 2
+
+
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (errors still).")]
+LogFormatOption = Annotated[
+    str,
+    typer.Option(
+        "--log-format", help="`text`, or `json`: progress and error lines on stderr as JSON objects."
+    ),
+]
+IntervalOption = Annotated[
+    float,
+    typer.Option("--progress-interval", help="Seconds between progress lines when stderr is not a terminal."),
+]
+
+
+def configure_output(quiet: bool, log_format: str, interval: float = DEFAULT_INTERVAL) -> None:
+    """Apply a command's `--quiet`, `--log-format` and `--progress-interval` to stderr."""
+    try:
+        configure(OutputStyle(quiet, log_format, interval))  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def run_app(app: typer.Typer, argv: Sequence[str] | None, prog: str) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tidelake.conventions import COMMIT_TS, OP
+from tidelake.sqlident import quote_ident as _q
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,7 +64,3 @@ def expand_copies(rows: DataFrame) -> DataFrame:
     return rows.select(*(F.col(_q(c)) for c in columns), F.explode(F.sequence(F.lit(1), F.col(COPIES)))).drop(
         "col"
     )
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -15,13 +15,10 @@ from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta
 from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
+from tidelake.sqlident import quote_ident as quote
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def delta_ddl(schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE) -> str:

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from backfill.codec.errors import CodecError
 from tidelake.conventions import ROWID
+from tidelake.sqlident import quote_ident
 
 # MySQL type codes (FieldType.Tp)
 TP_TINY, TP_SHORT, TP_LONG, TP_FLOAT, TP_DOUBLE, TP_NULL, TP_TIMESTAMP = 1, 2, 3, 4, 5, 6, 7
@@ -150,10 +151,6 @@ def _cistr(v: Any) -> str:
     if isinstance(v, Mapping):
         return str(v.get("O", v.get("o", "")))
     return "" if v is None else str(v)
-
-
-def quote_ident(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass(frozen=True, eq=False)

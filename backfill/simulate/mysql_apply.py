@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from backfill.simulate.coltypes import time_text
+from tidelake.sqlident import quote_ident as _q
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,6 @@ def parse_mysql_url(url: str) -> MysqlTarget:
         unquote(parts.password or ""),
         db,
     )
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _param(v: Any) -> Any:

@@ -29,6 +29,7 @@ from reconcile.upstream import dumpling
 from reconcile.upstream.sql import match_tables
 from tidelake import fs
 from tidelake.errors import InputError
+from tidelake.sqlident import quote_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -150,7 +151,7 @@ class FilesUpstream:
             files = dumpling.data_files(names, schema.db, schema.table)
             if not files:
                 return self.spark.createDataFrame(
-                    [], ", ".join(f"`{c.name}` {c.delta_type}" for c in schema.columns)
+                    [], ", ".join(f"{quote_ident(c.name)} {c.delta_type}" for c in schema.columns)
                 )
             return dumpling.read_csv(self.spark, [fs.join(self.path, f) for f in files], schema)
         return self.spark.read.parquet(self._parquet_path(schema.db, schema.table))

@@ -13,10 +13,15 @@ from reconcile.chunks import (
     KeyRange,
     effective_chunk_size,
     narrow,
-    predicate,
     ranges_from_boundaries,
     split,
 )
+from reconcile.upstream.dialect import lexicographic_predicate
+
+
+def predicate(key_range: KeyRange, exprs: list[str], placeholder: str = "%s") -> tuple[str, list]:
+    return lexicographic_predicate(key_range, exprs, placeholder)
+
 
 pytestmark = pytest.mark.unit
 

@@ -6,20 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconcile.encoding import (
-    Dialect,
-    FloatDigits,
-    JsonMode,
-    decode_row,
-    encode_row,
-    json_mode,
-    quote_ident,
-    sql_field,
-    sql_hash,
-    sql_row,
-    sql_text,
-)
+from reconcile.encoding import FloatDigits, JsonMode, decode_row, encode_row
 from reconcile.schema import column_from_type
+from reconcile.upstream.dialect import dialect_named
+from tidelake.sqlident import quote_upstream_ident
+
+MARIADB = dialect_named("mariadb", "11.4.2-MariaDB")
+TIDB = dialect_named("tidb", "8.0.11-TiDB-v8.5.1")
 
 pytestmark = pytest.mark.unit
 
@@ -71,31 +64,33 @@ def test_float_digits_never_hide_a_difference_above_the_tolerance(
 
 
 def test_identifiers_are_validated_and_backtick_quoted() -> None:
-    assert quote_ident("order") == "`order`"
-    assert quote_ident("ünï code") == "`ünï code`"
-    for bad in ("", "a`b", "x" * 65, "nul\x00"):
+    assert quote_upstream_ident("order") == "`order`"
+    assert quote_upstream_ident("ünï code") == "`ünï code`"
+    assert quote_upstream_ident("a`b") == "`a``b`"
+    for bad in ("", "x" * 65, "nul\x00"):
         with pytest.raises(ValueError):
-            quote_ident(bad)
+            quote_upstream_ident(bad)
 
 
 def test_json_is_normalised_in_sql_only_on_mariadb() -> None:
-    assert json_mode(Dialect.MARIADB) is JsonMode.NORMALIZED
-    assert json_mode(Dialect.TIDB) is JsonMode.AS_STORED
+    assert MARIADB.json_mode is JsonMode.NORMALIZED
+    assert dialect_named("mariadb", "10.6.4-MariaDB").json_mode is JsonMode.AS_STORED  # no JSON_NORMALIZE
+    assert TIDB.json_mode is JsonMode.AS_STORED
     col = column_from_type("j", "json")
     digits = FloatDigits.for_tolerance(0)
-    assert "JSON_NORMALIZE(`j`)" in sql_text(col, Dialect.MARIADB, digits)
-    assert sql_text(col, Dialect.TIDB, digits) == "CAST(`j` AS CHAR)"
+    assert "JSON_NORMALIZE(`j`)" in MARIADB.text(col, digits)
+    assert TIDB.text(col, digits) == "CAST(`j` AS CHAR)"
 
 
 def test_sql_row_wraps_each_field_and_hashes_the_first_64_bits() -> None:
     cols = [column_from_type("id", "bigint"), column_from_type("s", "varchar(10)")]
-    row = sql_row(cols, Dialect.MARIADB, FloatDigits.for_tolerance(0))
+    row = MARIADB.row(cols, FloatDigits.for_tolerance(0))
     assert row == (
         "CONCAT(COALESCE(CONCAT(CHAR_LENGTH(CAST(`id` AS CHAR)), ':', CAST(`id` AS CHAR)), 'N'), "
         "COALESCE(CONCAT(CHAR_LENGTH(CONVERT(`s` USING utf8mb4)), ':', CONVERT(`s` USING utf8mb4)), 'N'))"
     )
-    assert sql_hash("x") == "CAST(CONV(SUBSTRING(MD5(x), 1, 16), 16, 10) AS UNSIGNED)"
-    assert sql_field("v") == "COALESCE(CONCAT(CHAR_LENGTH(v), ':', v), 'N')"
+    assert MARIADB.row_hash("x") == "CAST(CONV(SUBSTRING(MD5(x), 1, 16), 16, 10) AS UNSIGNED)"
+    assert MARIADB.field("v") == "COALESCE(CONCAT(CHAR_LENGTH(v), ':', v), 'N')"
 
 
 def test_every_kind_has_an_sql_text() -> None:
@@ -105,5 +100,5 @@ def test_every_kind_has_an_sql_text() -> None:
         "varchar(3)", "enum('a')", "set('a','b')", "json", "varbinary(3)", "blob", "bit(9)", "date",
         "datetime(6)", "timestamp(3)", "time(2)", "year",
     ):  # fmt: skip
-        sql = sql_text(column_from_type("c", type_text), Dialect.MARIADB, digits)
+        sql = MARIADB.text(column_from_type("c", type_text), digits)
         assert "`c`" in sql
