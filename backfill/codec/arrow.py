@@ -73,7 +73,7 @@ def _common_handles(schema: TableSchema, keys: pa.Array) -> tuple[np.ndarray, np
         if key is None:
             continue
         try:
-            rk = decode_record_key(key)
+            rk = decode_record_key(key, common=True)
         except CodecError:
             continue
         if rk.table_id in physical and isinstance(rk.handle, tuple):
@@ -906,7 +906,7 @@ def _key_row(schema: TableSchema, key: bytes | None) -> dict[str, Any]:
     """Primary-key values of one record key (the reference for :func:`decode_keys`)."""
     if key is None:
         raise CodecError("null record key", table_id=schema.table_id)
-    record = decode_record_key(key)
+    record = decode_record_key(key, common=schema.pk_kind == "common")
     if record.table_id not in schema.physical_ids:
         raise CodecError(
             f"key belongs to table {record.table_id}, not to {schema.name!r} "
