@@ -133,6 +133,7 @@ class KvScanSource(Source):
     def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
         self.path = config.path
         self.patterns = tuple(patterns)
+        self.verify_checksums = config.verify_checksums
 
     # ------------------------------------------------------------------------------------------ plan
 
@@ -223,7 +224,7 @@ class KvScanSource(Source):
                 windows=window.windows,
             )
             collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan)
-        return DecodedKvChanges(spark, window, collapsed, counts)
+        return DecodedKvChanges(spark, window, collapsed, counts, verify_checksums=self.verify_checksums)
 
     # ---------------------------------------------------------------------------------------- status
 
@@ -242,8 +243,11 @@ class DecodedKvChanges(RowChanges):
         window: Window,
         collapsed: DataFrame,
         counts: dict[tuple[int, int, str], int],
+        *,
+        verify_checksums: bool = True,
     ) -> None:
         self._window = window
+        self._verify_checksums = verify_checksums
         self._collapsed = collapsed
         self._counts = counts
         self._zero_dates = spark.sparkContext.accumulator(0)
@@ -260,7 +264,9 @@ class DecodedKvChanges(RowChanges):
         rows = self._collapsed.filter((F.col("table_idx") == table) & (F.col("segment") == segment))
         if puts_only:
             rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
-        return decode_changes(rows, schema, self._zero_dates, self._tasks, tag=table)
+        return decode_changes(
+            rows, schema, self._zero_dates, self._tasks, tag=table, verify_checksums=self._verify_checksums
+        )
 
     def zero_dates(self) -> int:
         return int(self._zero_dates.value)
