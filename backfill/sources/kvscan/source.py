@@ -24,7 +24,7 @@ from backfill.sources.base import (
 from backfill.sources.kvscan import keyranges as kr
 from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
-from backfill.sources.kvscan.chain import ScanProgress, choose_chain, scan_progress
+from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
 from backfill.sources.kvscan.decode import TaskSet, decode_changes
 from backfill.sources.kvscan.events import read_events
@@ -229,9 +229,25 @@ class KvScanSource(Source):
     # ---------------------------------------------------------------------------------------- status
 
     def status(self, spark: SparkSession) -> SourceStatus:
+        """The captures, and in the newest one which region and physical id hold each table back."""
         scans = list_scans(spark, self.path)
         newest = max((s.current_ts for s in scans), default=None)
-        return SourceStatus(f"{len(scans)} complete captures", newest, {"complete_scans": len(scans)})
+        details: dict[str, Any] = {"complete_scans": len(scans)}
+        if scans:
+            last = max(scans, key=lambda s: (s.current_ts, s.scan_id))
+            with input_errors("events"):
+                details["held_back"] = [
+                    _held_back(table) for table in self._progress(spark, last).tables
+                    if table.resolved_ts < last.current_ts
+                ]  # fmt: skip
+            details["newest_scan"] = last.scan_id
+        return SourceStatus(f"{len(scans)} complete captures", newest, details)
+
+    def _progress(self, spark: SparkSession, scan: ScanManifest) -> ScanProgress:
+        survey = survey_regions(spark, [scan])
+        catalog = load_capture_schema(spark, scan, self.patterns).catalog
+        retired = {t.label: {pid: t.retired_at(pid) for pid in t.physical_ids()} for t in catalog.tables}
+        return scan_progress(scan, survey.resolved.get(scan.scan_id, {}), retired)
 
 
 class DecodedKvChanges(RowChanges):
@@ -279,6 +295,17 @@ class DecodedKvChanges(RowChanges):
 
     def release(self) -> None:
         self._collapsed.unpersist()
+
+
+def _held_back(table: TableProgress) -> dict[str, Any]:
+    return {
+        "table": table.label,
+        "resolved_ts": table.resolved_ts,
+        "region": table.lagging_region,
+        "physical_id": table.lagging_id,
+        "retired_at": table.lagging_id_retired_at,
+        "reason": table.describe(),
+    }
 
 
 def _blocked_reason(progress: Any) -> str | None:
