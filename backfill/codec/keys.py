@@ -209,6 +209,14 @@ def needs_restored_data(col: ColumnSchema) -> bool:
     return not (col.collate in _BIN_COLLATIONS and not is_varchar)
 
 
+def key_gives_value(col: ColumnSchema) -> bool:
+    """Whether a clustered key datum of `col` is its value (binary and *_bin collations: up to trailing
+    spaces) rather than a sort key that many values share (_ci and other new collations)."""
+    return (
+        col.kind != ColumnKind.TEXT or not col.collate or col.collate in _BIN_COLLATIONS | _NO_PAD_COLLATIONS
+    )
+
+
 def collation_key(col: ColumnSchema, text: bytes) -> bytes:
     """Sort key of a string under its collation; only binary-like collations are supported."""
     if col.kind == ColumnKind.BINARY or col.collate in _NO_PAD_COLLATIONS or not col.collate:

@@ -87,3 +87,14 @@ def test_padding_that_is_not_zero_is_an_error():
     key = record_key(90, [(schema.by_id[1], Decimal(5))])
     with pytest.raises(CodecError, match="table 90"):
         decode_record_key(key[:-1] + b"\x01")
+
+
+def test_a_delete_keyed_by_ci_sort_keys_is_an_error_not_a_wrong_row():
+    """utf8mb4_general_ci: the key holds sort keys ('abc' and 'ABC' share one), so a DELETE's key alone
+    cannot give the primary key value back; TiDB and TiCDC take it from the row (old) value."""
+    ci = TableSchema.from_table_info(
+        table_info(92, "ci", [column_info(1, "k", "varchar(8)", collate="utf8mb4_general_ci")], pk=["k"])
+    )
+    key = bytes.fromhex("74800000000000005c5f72") + bytes.fromhex("01004100420043ff0000000000000000f9")
+    with pytest.raises(CodecError, match="utf8mb4_general_ci sort keys"):
+        decode_keys(ci, pa.array([key]))
