@@ -115,6 +115,10 @@ def simulate(
     rows: Annotated[int, typer.Option("--rows", help="Rows inserted per table early on.")] = 100,
     txns: Annotated[int, typer.Option("--txns", help="Random transactions after that.")] = 300,
     scans: Annotated[int, typer.Option("--scans", help="Captures (overlapping windows).")] = 3,
+    ddls_per_scan: Annotated[
+        int,
+        typer.Option("--ddls-per-scan", help="Online DDLs per capture window, cycling through every kind."),
+    ] = 2,
     mysql: Annotated[
         str | None, typer.Option("--mysql", help="mysql://user:pass@host:port/ to replay the workload into.")
     ] = None,
@@ -132,16 +136,9 @@ def simulate(
     from backfill.simulate.cli import simulate_command
 
     return simulate_command(
-        out,
-        seed=seed,
-        tables=tables,
-        rows=rows,
-        txns=txns,
-        scans=scans,
-        mysql=mysql,
-        storage_sinks=storage_sink or (),
-        as_json=as_json,
-    )
+        out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, ddls_per_scan=ddls_per_scan,
+        mysql=mysql, storage_sinks=storage_sink or (), as_json=as_json,
+    )  # fmt: skip
 
 
 def _with_session(settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T]) -> T:

@@ -42,6 +42,7 @@ class StatusResult:
     scans: int
     tables: list[TableStatus] = field(default_factory=list)
     source_description: str = ""
+    held_back: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +64,7 @@ class StatusResult:
                 }
                 for t in self.tables
             ],
+            "held_back": self.held_back,
         }
 
     def render(self, console: Console) -> None:
@@ -84,6 +86,11 @@ class StatusResult:
         console.print(
             f"newest complete scan reaches {self.newest_scan_ts} ({_utc(self.newest_scan_ts) or '-'})"
         )
+        for held in self.held_back:
+            live = held.get("physical_id") is not None and held.get("retired_at") is None
+            console.print(
+                f"held back at ts {held['resolved_ts']}: {held['reason']}" + (", a live id" if live else "")
+            )
 
 
 def _utc(ts: int | None) -> str | None:
@@ -103,4 +110,5 @@ def table_status(spark: SparkSession, config: TidelakeConfig) -> StatusResult:
     return StatusResult(
         config.job.name, config.source.path, config.target.warehouse, source.newest_ts,
         source.details.get("complete_scans", 0), tables, source.description,
+        list(source.details.get("held_back", [])),
     )  # fmt: skip

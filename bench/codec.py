@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from backfill.codec import DecodeStats, TableSchema, decode_batch, decode_row, encode_row, record_key
+from backfill.codec.checksum import append_raw_checksum, checksum_failures
 from backfill.codec.tableinfo import column_info, table_info
 
 TABLE_ID = 100
@@ -121,11 +122,14 @@ class Case:
     schema: TableSchema
     rows: int
     generate: Callable[[int], tuple[list[bytes], list[bytes]]]
+    checksums: bool = False
 
 
 def _write(case: Case, out: Path, batch_rows: int) -> tuple[Path, Path]:
     """events.parquet (key, value) and columns.parquet (the decoded table); spot-check against decode_row."""
     keys, values = case.generate(case.rows)
+    if case.checksums:
+        values = [append_raw_checksum(k, v) if v[0] == 0x80 else v for k, v in zip(keys, values, strict=True)]
     events = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
     events_path, columns_path = out / "events.parquet", out / "columns.parquet"
     pq.write_table(events, events_path)
@@ -152,6 +156,8 @@ class Result:
     read_cpu: float
     decode_cpu: float
     fallback: int
+    verify_cpu: float = 0.0
+    verified: int = 0
 
 
 def run_case(case: Case, batch_rows: int, keep: str | None, tag: str, repeat: int) -> Result:
@@ -182,10 +188,21 @@ def run_case(case: Case, batch_rows: int, keep: str | None, tag: str, repeat: in
                     ]
                 )
 
+            def verify_all(events=events) -> int:
+                checked = 0
+                for b in events.to_batches(max_chunksize=batch_rows):
+                    bad, n = checksum_failures(b.column("key"), b.column("value"))
+                    assert not len(bad)
+                    checked += n
+                return checked
+
             _, dec_cpu, decoded = _timed(decode_all)
+            _, verify_cpu, verified = _timed(verify_all) if case.checksums else (0.0, 0.0, 0)
             assert decoded.num_rows == floor.num_rows == case.rows
             assert decoded.replace_schema_metadata(None).equals(floor.replace_schema_metadata(None))
-            result = Result(case.name, case.rows, floor_cpu, read_cpu, dec_cpu, stats.fallback_rows)
+            result = Result(
+                case.name, case.rows, floor_cpu, read_cpu, dec_cpu, stats.fallback_rows, verify_cpu, verified
+            )
             if best is None or result.read_cpu + result.decode_cpu < best.read_cpu + best.decode_cpu:
                 best = result
         assert best is not None
@@ -211,6 +228,12 @@ def report(results: list[Result], batch_rows: int) -> None:
         "floor: pyarrow reading the decoded columns from Parquet; decode: decode_batch alone; "
         "ratio: (read events + decode) / floor"
     )
+    for r in results:
+        if r.verified:
+            print(
+                f"{r.name}: checksums of {r.verified:,} rows verified at {_rate(r.verified, r.verify_cpu).strip()} "
+                f"rows/s, {100 * r.verify_cpu / r.decode_cpu:.1f}% of the decode time"
+            )
 
 
 def main() -> None:
@@ -220,6 +243,11 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=1_000_000, help="rows of the uniform table")
     p.add_argument("--realistic-rows", type=int, default=200_000, help="rows of the realistic table")
     p.add_argument("--batch-rows", type=int, default=65_536)
+    p.add_argument(
+        "--checksums",
+        action="store_true",
+        help="rows carry TiDB's row checksum (v2, raw bytes + handle); time its verification too",
+    )
     p.add_argument("--repeat", type=int, default=3, help="timed runs per table (the best one counts)")
     p.add_argument("--keep", help="keep the Parquet files in this directory (and reuse them on the next run)")
     p.add_argument(
@@ -237,13 +265,18 @@ def main() -> None:
         cases.append(
             (
                 Case(
-                    "uniform", SCHEMA, args.rows, lambda n: uniform_rows(n, json_distinct=args.json_distinct)
+                    "uniform",
+                    SCHEMA,
+                    args.rows,
+                    lambda n: uniform_rows(n, json_distinct=args.json_distinct),
+                    args.checksums,
                 ),
-                f"uniform {args.json_distinct}",
+                f"uniform {args.json_distinct} {args.checksums}",
             )
         )
     if table in ("both", "realistic"):
-        cases.append((Case("realistic", realistic_table(), args.realistic_rows, realistic_rows), "realistic"))
+        realistic = Case("realistic", realistic_table(), args.realistic_rows, realistic_rows, args.checksums)
+        cases.append((realistic, f"realistic {args.checksums}"))
     results = [run_case(case, args.batch_rows, args.keep, tag, args.repeat) for case, tag in cases]
     report(results, args.batch_rows)
 

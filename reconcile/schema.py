@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from reconcile.errors import SchemaMismatch
 from tidelake.conventions import COMMIT_TS as TIDB_COMMIT_TS
 from tidelake.conventions import ROWID as TIDB_ROWID
+from tidelake.typemap import BINARIES, INTEGERS, TEXTS, delta_type
 
 DELTA_ONLY_COLUMNS = frozenset({TIDB_COMMIT_TS, TIDB_ROWID})
 
@@ -43,24 +44,6 @@ RANGE_KEY_KINDS = frozenset(
     {Kind.INT, Kind.DECIMAL, Kind.TEXT, Kind.BINARY, Kind.DATE, Kind.DATETIME, Kind.TIMESTAMP, Kind.YEAR}
 )
 
-_SIGNED = {
-    "tinyint": "tinyint",
-    "smallint": "smallint",
-    "mediumint": "int",
-    "int": "int",
-    "integer": "int",
-    "bigint": "bigint",
-}
-_UNSIGNED = {
-    "tinyint": "smallint",
-    "smallint": "int",
-    "mediumint": "bigint",
-    "int": "bigint",
-    "integer": "bigint",
-    "bigint": "decimal(20,0)",
-}
-_TEXT = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set"}
-_BINARY = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
 _TYPE = re.compile(r"^\s*([a-z]+)\s*(?:\(([^)]*)\))?(.*)$", re.IGNORECASE | re.DOTALL)
 
 
@@ -131,39 +114,45 @@ def column_from_type(
     unsigned = "unsigned" in rest
     binary_charset = "character set binary" in rest or "charset binary" in rest
     common = {"sql_type": type_text.strip(), "nullable": nullable}
-    if base in _SIGNED:
-        spark = (_UNSIGNED if unsigned else _SIGNED)[base]
-        return Column(name, Kind.INT, spark, **common)
-    if base in ("float", "double", "real"):
+    base = {
+        "integer": "int",
+        "real": "double",
+        "numeric": "decimal",
+        "dec": "decimal",
+        "fixed": "decimal",
+    }.get(base, base)
+    if base in INTEGERS:
+        return Column(name, Kind.INT, delta_type(base, unsigned=unsigned), **common)
+    if base in ("float", "double"):
         # FLOAT(p) with p > 24 is a DOUBLE; FLOAT(M,D) stays a FLOAT.
         is_float = base == "float" and (len(numbers) != 1 or numbers[0] <= 24)
-        return Column(
-            name, Kind.FLOAT if is_float else Kind.DOUBLE, "float" if is_float else "double", **common
-        )
-    if base in ("decimal", "numeric", "dec", "fixed"):
+        base = "float" if is_float else "double"
+        return Column(name, Kind.FLOAT if is_float else Kind.DOUBLE, delta_type(base), **common)
+    if base == "decimal":
         precision = numbers[0] if numbers else 10
         scale = numbers[1] if len(numbers) > 1 else 0
-        spark = f"decimal({precision},{scale})" if precision <= 38 else "string"
+        spark = delta_type(base, precision=precision, scale=scale)
         return Column(name, Kind.DECIMAL, spark, precision=precision, scale=scale, **common)
-    if base == "json" or (json_text and base in _TEXT):
-        return Column(name, Kind.JSON, "string", **common)
-    if base in _TEXT and not binary_charset:
+    texts = TEXTS | {"enum", "set", "vector"}  # TiDB prints a VECTOR as text, '[1,2.5]'.
+    if base == "json" or (json_text and base in texts):
+        return Column(name, Kind.JSON, delta_type("json"), **common)
+    if base in texts and not binary_charset:
         binary = collation is None or collation.lower().endswith("_bin") or collation.lower() == "binary"
-        return Column(name, Kind.TEXT, "string", binary_collation=binary, **common)
-    if base in _BINARY or base in _TEXT:
-        return Column(name, Kind.BINARY, "binary", **common)
-    if base == "bit":
-        return Column(name, Kind.BIT, "binary", bits=numbers[0] if numbers else 1, **common)
-    if base == "date":
-        return Column(name, Kind.DATE, "date", **common)
-    if base == "datetime":
-        return Column(name, Kind.DATETIME, "timestamp_ntz", fsp=numbers[0] if numbers else 0, **common)
-    if base == "timestamp":
-        return Column(name, Kind.TIMESTAMP, "timestamp", fsp=numbers[0] if numbers else 0, **common)
-    if base == "time":
-        return Column(name, Kind.TIME, "string", fsp=numbers[0] if numbers else 0, **common)
-    if base == "year":
-        return Column(name, Kind.YEAR, "smallint", **common)
+        return Column(name, Kind.TEXT, delta_type(base), binary_collation=binary, **common)
+    if base in BINARIES or base in texts:
+        return Column(name, Kind.BINARY, delta_type("binary"), **common)
+    simple = {"bit": Kind.BIT, "date": Kind.DATE, "datetime": Kind.DATETIME, "timestamp": Kind.TIMESTAMP,
+              "time": Kind.TIME, "year": Kind.YEAR}  # fmt: skip
+    if base in simple:
+        width = numbers[0] if numbers else (1 if base == "bit" else 0)
+        extra = (
+            {"bits": width}
+            if base == "bit"
+            else {"fsp": width}
+            if base in ("datetime", "timestamp", "time")
+            else {}
+        )
+        return Column(name, simple[base], delta_type(base), **extra, **common)
     raise SchemaMismatch(f"column {name!r}: type {type_text!r} is not supported by reconcile")
 
 

@@ -20,9 +20,9 @@ from reconcile.chunks import Checksum, Key, KeyRange
 from reconcile.encoding import FloatDigits, JsonMode
 from reconcile.schema import Column, Comparison, Kind
 from tidelake.sqlident import column, quote_ident
+from tidelake.typemap import arrow_type
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
@@ -234,22 +234,6 @@ def _sums(df: DataFrame, group: SparkColumn) -> dict[Any, Checksum]:
         .collect()
     )
     return {r["_g"]: (int(r["n"]), (int(r["hi"] or 0) << 32) + int(r["lo"] or 0)) for r in rows}
-
-
-def arrow_type(delta_type: str) -> pa.DataType:
-    import pyarrow as pa
-
-    simple = {
-        "tinyint": pa.int8(), "smallint": pa.int16(), "int": pa.int32(), "bigint": pa.int64(),
-        "float": pa.float32(), "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
-        "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
-    }  # fmt: skip
-    if delta_type in simple:
-        return simple[delta_type]
-    if delta_type.startswith("decimal("):
-        precision, scale = (int(p) for p in delta_type[8:-1].split(","))
-        return pa.decimal128(precision, scale)
-    raise ValueError(f"no Arrow type for {delta_type}")
 
 
 def rows_to_frame(

@@ -47,6 +47,8 @@ class SourceConfig:
 
     path: str
     kind: Literal["kv-scan"] = "kv-scan"
+    # Row values that carry TiDB's row checksum (v7.1+) must match it; a mismatch is a data error.
+    verify_checksums: bool = True
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from backfill.codec import jsonvec
 from backfill.codec.cellmatrix import ABSENT, FORM_INT, VALUE, Binary, Cells, RowParser
 from backfill.codec.errors import CodecError
 from backfill.codec.keycells import KeyCells, KeyParser
-from backfill.codec.keys import RECORD_KEY_LEN, decode_record_key
+from backfill.codec.keys import RECORD_KEY_LEN, decode_record_key, key_gives_value
 from backfill.codec.mydecimal import DIG2BYTES, MAX_FRAC, MAX_PRECISION, decimal_bin_size
 from backfill.codec.mytime import MAX_DURATION_NS
 from backfill.codec.row import DecodeStats, decode_row, handle_stored
@@ -73,7 +73,7 @@ def _common_handles(schema: TableSchema, keys: pa.Array) -> tuple[np.ndarray, np
         if key is None:
             continue
         try:
-            rk = decode_record_key(key)
+            rk = decode_record_key(key, common=True)
         except CodecError:
             continue
         if rk.table_id in physical and isinstance(rk.handle, tuple):
@@ -906,7 +906,7 @@ def _key_row(schema: TableSchema, key: bytes | None) -> dict[str, Any]:
     """Primary-key values of one record key (the reference for :func:`decode_keys`)."""
     if key is None:
         raise CodecError("null record key", table_id=schema.table_id)
-    record = decode_record_key(key)
+    record = decode_record_key(key, common=schema.pk_kind == "common")
     if record.table_id not in schema.physical_ids:
         raise CodecError(
             f"key belongs to table {record.table_id}, not to {schema.name!r} "
@@ -940,6 +940,14 @@ def decode_keys(schema: TableSchema, keys: pa.Array | pa.ChunkedArray) -> pa.Rec
     that is not a record key of this table (or whose handle does not fit the PK column)."""
     if isinstance(keys, pa.ChunkedArray):
         keys = keys.combine_chunks()
+    for col, _ in schema.common_handle:
+        if not key_gives_value(col):
+            raise CodecError(
+                f"the clustered key holds {col.collate} sort keys of {col.name!r}, not its values: "
+                "a DELETE without the row's old value cannot name the row",
+                table_id=schema.table_id,
+                column=col.name,
+            )
     target = pa.schema([schema.arrow_schema.field(name) for name in schema.pk_columns])
     n = len(keys)
     arrays = _keys_vectorised(schema, keys) if n else None

@@ -5,9 +5,9 @@ comparable form): 8-byte ints/uints/floats, memcomparable bytes (8-byte groups, 
 marker byte), rarely varints or compact bytes. :class:`KeyParser` walks the datums of every key in step
 and keeps, per PK column, where each key's datum is: its 64-bit pattern (ints, floats) or its byte
 contents (strings). Keys it cannot take (another table, an odd datum, more or fewer datums than the PK
-has, NULL datums) are cleared in ``ok`` and left to :func:`backfill.codec.keys.decode_record_key`, the
-reference, which raises the precise error. PK columns of kinds it does not handle (DECIMAL, ...) make
-the parser unsupported as a whole.
+has, NULL datums other than the zero padding to 9 bytes) are cleared in ``ok`` and left to
+:func:`backfill.codec.keys.decode_record_key`, the reference, which raises the precise error. PK columns
+of kinds it does not handle (DECIMAL, ...) make the parser unsupported as a whole.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import pyarrow as pa
 from backfill.codec.cellmatrix import SIGN, Binary, zigzag
 from backfill.codec.keys import (
     BYTES_FLAG,
+    COMMON_HANDLE_MIN_LEN,
     COMPACT_BYTES_FLAG,
     DURATION_FLAG,
     FLOAT_FLAG,
     INT_FLAG,
-    RECORD_KEY_LEN,
     RECORD_PREFIX_LEN,
     UINT_FLAG,
     UVARINT_FLAG,
@@ -102,7 +102,7 @@ class KeyParser:
     def parse(self, keys: Binary, candidates: np.ndarray) -> KeyCells:
         starts, lengths = keys.starts, keys.lengths
         end = starts + lengths
-        ok = candidates & (lengths > RECORD_PREFIX_LEN) & (lengths != RECORD_KEY_LEN)
+        ok = candidates & (lengths > RECORD_PREFIX_LEN)
         head = keys.gather(starts, RECORD_PREFIX_LEN)
         ok &= (head[:, 0] == ord("t")) & (head[:, 9] == ord("_")) & (head[:, 10] == ord("r"))
         table_ids = (keys.be_u64(starts + 1) ^ SIGN).view(np.int64)
@@ -146,7 +146,13 @@ class KeyParser:
             ok &= ce <= end
             datums.append(KeyDatum(flag, pattern, start, length))
             pos = ce
-        ok &= pos == end
+        # kv.NewCommonHandle pads a handle shorter than 9 bytes with zero bytes.
+        pad = end - pos
+        padded = (lengths == RECORD_PREFIX_LEN + COMMON_HANDLE_MIN_LEN) & (pad > 0) & (pad < 9)
+        if padded.any():
+            tail = keys.gather(np.where(padded, pos, starts), 8)
+            padded &= ~((np.arange(8)[None, :] < pad[:, None]) & (tail != 0)).any(axis=1)
+        ok &= (pad == 0) | padded
         return KeyCells(ok, table_ids, datums, keys)
 
 

@@ -38,6 +38,7 @@ INDEX_SEP = b"_i"
 META_PREFIX = b"m"
 RECORD_PREFIX_LEN = 11  # 't' + 8 + '_r'
 RECORD_KEY_LEN = 19  # with an int handle
+COMMON_HANDLE_MIN_LEN = 9  # kv.NewCommonHandle pads shorter encodings with zero bytes
 
 # Datum flags (codec.go)
 NIL_FLAG, BYTES_FLAG, COMPACT_BYTES_FLAG, INT_FLAG, UINT_FLAG = 0x00, 0x01, 0x02, 0x03, 0x04
@@ -132,25 +133,53 @@ def record_key(table_id: int, handle: int | Sequence[tuple[ColumnSchema, Any]]) 
         if handle >= 1 << 63:  # BIGINT UNSIGNED PK: the handle is the int64 bit pattern
             handle -= 1 << 64
         return prefix + encode_cmp_int(handle)
-    return prefix + b"".join(encode_key_datum(col, value) for col, value in handle)
+    encoded = b"".join(encode_key_datum(col, value) for col, value in handle)
+    # kv.NewCommonHandle: a common handle is never 8 bytes long (that is an int handle's length).
+    return prefix + encoded.ljust(COMMON_HANDLE_MIN_LEN, b"\0")
 
 
-def decode_record_key(key: bytes) -> RecordKey:
-    """Raw record key -> (physical table id, handle). Index, meta and other keys raise CodecError."""
+def decode_record_key(key: bytes, *, common: bool | None = None) -> RecordKey:
+    """Raw record key -> (physical table id, handle). Index, meta and other keys raise CodecError.
+
+    ``common`` says whether the table has a clustered (common-handle) primary key, when the caller knows
+    its schema: the handle is then read datum by datum from its flags whatever its length (a DECIMAL(10)
+    datum is 8 bytes, like an int handle). Unknown (None), TiDB's ``DecodeRecordKey`` rule applies: 8
+    bytes are an int handle. Zero bytes after the datums are ``NewCommonHandle``'s padding to 9 bytes.
+    """
     kind = classify_key(key)
     if kind != "record":
         raise CodecError(f"not a record key ({kind} key {bytes(key[:24]).hex()})", offset=0)
     table_id, _ = decode_cmp_int(key, 1)
-    if len(key) == RECORD_KEY_LEN:
+    if common is False or (common is None and len(key) == RECORD_KEY_LEN):
+        if len(key) != RECORD_KEY_LEN:
+            raise CodecError(
+                f"int-handle key has {len(key) - RECORD_PREFIX_LEN} handle bytes (want 8)",
+                table_id=table_id,
+                offset=RECORD_PREFIX_LEN,
+            )
         handle, _ = decode_cmp_int(key, RECORD_PREFIX_LEN)
         return RecordKey(table_id, handle)
     try:
-        datums = decode_key_datums(key, RECORD_PREFIX_LEN)
+        datums = _common_handle_datums(key)
     except CodecError as e:
         raise e.at(table_id=table_id) from None
-    if not datums:
-        raise CodecError("record key without a handle", table_id=table_id, offset=RECORD_PREFIX_LEN)
     return RecordKey(table_id, tuple(datums))
+
+
+def _common_handle_datums(key: bytes) -> list[Any]:
+    """The datums of a common handle; a NIL flag starts the zero padding (PK columns are never NULL)."""
+    out = []
+    pos = RECORD_PREFIX_LEN
+    while pos < len(key):
+        if key[pos] == NIL_FLAG:
+            if len(key) - RECORD_PREFIX_LEN != COMMON_HANDLE_MIN_LEN or any(key[pos:]):
+                raise CodecError("a NULL datum in a common handle", offset=pos)
+            break
+        v, pos = decode_datum(key, pos)
+        out.append(v[0] if isinstance(v, tuple) and len(v) == 3 and isinstance(v[0], Decimal) else v)
+    if not out:
+        raise CodecError("record key without a handle", offset=RECORD_PREFIX_LEN)
+    return out
 
 
 def classify_key(key: bytes) -> str:
@@ -178,6 +207,14 @@ def needs_restored_data(col: ColumnSchema) -> bool:
         return False
     is_varchar = col.tp in (TP_VARCHAR, TP_VAR_STRING)
     return not (col.collate in _BIN_COLLATIONS and not is_varchar)
+
+
+def key_gives_value(col: ColumnSchema) -> bool:
+    """Whether a clustered key datum of `col` is its value (binary and *_bin collations: up to trailing
+    spaces) rather than a sort key that many values share (_ci and other new collations)."""
+    return (
+        col.kind != ColumnKind.TEXT or not col.collate or col.collate in _BIN_COLLATIONS | _NO_PAD_COLLATIONS
+    )
 
 
 def collation_key(col: ColumnSchema, text: bytes) -> bytes:
@@ -266,13 +303,3 @@ def decode_datum(buf: bytes, pos: int) -> tuple[Any, int]:
             raise CodecError("vector datum runs past the end", offset=pos)
         return bytes(buf[pos:end]), end
     raise CodecError(f"unknown datum flag {flag:#04x}", offset=pos - 1)
-
-
-def decode_key_datums(buf: bytes, pos: int) -> list[Any]:
-    out = []
-    while pos < len(buf):
-        v, pos = decode_datum(buf, pos)
-        if isinstance(v, tuple) and len(v) == 3 and isinstance(v[0], Decimal):
-            v = v[0]
-        out.append(v)
-    return out

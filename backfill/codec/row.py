@@ -87,7 +87,7 @@ def encode_row(schema: TableSchema, values: Mapping[int, Any], *, version: int =
 
 def _handle_of(schema: TableSchema, key_or_handle: bytes | int | tuple) -> tuple[int | None, Any]:
     if isinstance(key_or_handle, bytes | bytearray | memoryview):
-        rk: RecordKey = decode_record_key(bytes(key_or_handle))
+        rk: RecordKey = decode_record_key(bytes(key_or_handle), common=schema.pk_kind == "common")
         if rk.table_id not in schema.physical_ids:
             raise CodecError(
                 f"key belongs to table {rk.table_id}, not to {schema.name!r} "

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from backfill.codec.errors import CodecError
+from tidelake import typemap
 from tidelake.conventions import ROWID
 from tidelake.sqlident import quote_ident
 
@@ -84,66 +85,43 @@ UNSIGNED_STORED = frozenset(
 )
 TIME_KINDS = frozenset({ColumnKind.DATE, ColumnKind.DATETIME, ColumnKind.TIMESTAMP})
 
-_SIGNED_INT_TYPES = {
-    TP_TINY: ("TINYINT", pa.int8()),
-    TP_SHORT: ("SMALLINT", pa.int16()),
-    TP_INT24: ("INT", pa.int32()),
-    TP_LONG: ("INT", pa.int32()),
-    TP_LONGLONG: ("BIGINT", pa.int64()),
-}
-# UNSIGNED widens one step from the signed column's Delta type (DESIGN.md); MEDIUMINT maps to INT, so
-# MEDIUMINT UNSIGNED to BIGINT, like INT UNSIGNED.
-_UNSIGNED_INT_TYPES = {
-    TP_TINY: ("SMALLINT", pa.int16()),
-    TP_SHORT: ("INT", pa.int32()),
-    TP_INT24: ("BIGINT", pa.int64()),
-    TP_LONG: ("BIGINT", pa.int64()),
-    TP_LONGLONG: ("DECIMAL(20,0)", pa.decimal128(20, 0)),
-}
+# The MySQL base type of each type code the codec decodes; its Delta type comes from tidelake.typemap.
+BASE_TYPES = {
+    TP_TINY: "tinyint", TP_SHORT: "smallint", TP_INT24: "mediumint", TP_LONG: "int", TP_LONGLONG: "bigint",
+    TP_FLOAT: "float", TP_DOUBLE: "double", TP_NEWDECIMAL: "decimal",
+    TP_VARCHAR: "varchar", TP_VAR_STRING: "varchar", TP_STRING: "char", TP_TINYBLOB: "tinytext",
+    TP_BLOB: "text", TP_MEDIUMBLOB: "mediumtext", TP_LONGBLOB: "longtext",
+    TP_ENUM: "enum", TP_SET: "set", TP_JSON: "json", TP_BIT: "bit", TP_DATE: "date", TP_NEWDATE: "date",
+    TP_DATETIME: "datetime", TP_TIMESTAMP: "timestamp", TP_DURATION: "time", TP_YEAR: "year",
+    TP_VECTOR: "vector",
+}  # fmt: skip
+_KINDS = {
+    "float": ColumnKind.FLOAT32, "double": ColumnKind.FLOAT64, "enum": ColumnKind.ENUM,
+    "set": ColumnKind.SET, "json": ColumnKind.JSON, "bit": ColumnKind.BIT, "date": ColumnKind.DATE,
+    "datetime": ColumnKind.DATETIME, "timestamp": ColumnKind.TIMESTAMP, "time": ColumnKind.TIME,
+    "year": ColumnKind.YEAR, "vector": ColumnKind.VECTOR,
+}  # fmt: skip
 
 
 def _kind_and_types(
     tp: int, flag: int, flen: int, dec: int, charset: str
 ) -> tuple[ColumnKind, str, pa.DataType]:
+    base = BASE_TYPES.get(tp)
+    if base is None:
+        raise CodecError(f"unsupported column type code {tp}")
     unsigned = bool(flag & FLAG_UNSIGNED)
-    if tp in _SIGNED_INT_TYPES:
-        if not unsigned:
-            return (ColumnKind.INT, *_SIGNED_INT_TYPES[tp])
-        return (ColumnKind.UINT64 if tp == TP_LONGLONG else ColumnKind.UINT, *_UNSIGNED_INT_TYPES[tp])
-    if tp == TP_FLOAT:
-        return ColumnKind.FLOAT32, "FLOAT", pa.float32()
-    if tp == TP_DOUBLE:
-        return ColumnKind.FLOAT64, "DOUBLE", pa.float64()
-    if tp == TP_NEWDECIMAL:
-        prec, scale = (flen if flen > 0 else 10), max(dec, 0)
-        if prec <= 38:
-            return ColumnKind.DECIMAL, f"DECIMAL({prec},{scale})", pa.decimal128(prec, scale)
-        return ColumnKind.DECIMAL_STR, "STRING", pa.string()
-    if tp in STRING_TPS:
-        if charset == "binary":
-            return ColumnKind.BINARY, "BINARY", pa.binary()
-        return ColumnKind.TEXT, "STRING", pa.string()
-    if tp == TP_ENUM:
-        return ColumnKind.ENUM, "STRING", pa.string()
-    if tp == TP_SET:
-        return ColumnKind.SET, "STRING", pa.string()
-    if tp == TP_JSON:
-        return ColumnKind.JSON, "STRING", pa.string()
-    if tp == TP_BIT:
-        return ColumnKind.BIT, "BINARY", pa.binary()
-    if tp in (TP_DATE, TP_NEWDATE):
-        return ColumnKind.DATE, "DATE", pa.date32()
-    if tp == TP_DATETIME:
-        return ColumnKind.DATETIME, "TIMESTAMP_NTZ", pa.timestamp("us")
-    if tp == TP_TIMESTAMP:
-        return ColumnKind.TIMESTAMP, "TIMESTAMP", pa.timestamp("us", tz="UTC")
-    if tp == TP_DURATION:
-        return ColumnKind.TIME, "STRING", pa.string()
-    if tp == TP_YEAR:
-        return ColumnKind.YEAR, "SMALLINT", pa.int16()
-    if tp == TP_VECTOR:
-        return ColumnKind.VECTOR, "STRING", pa.string()
-    raise CodecError(f"unsupported column type code {tp}")
+    prec, scale = (flen if flen > 0 else 10), max(dec, 0)
+    binary = tp in STRING_TPS and charset == "binary"
+    delta = typemap.delta_type(base, unsigned=unsigned, precision=prec, scale=scale, binary_charset=binary)
+    if base in typemap.INTEGERS:
+        kind = ColumnKind.INT if not unsigned else ColumnKind.UINT64 if tp == TP_LONGLONG else ColumnKind.UINT
+    elif base == "decimal":
+        kind = ColumnKind.DECIMAL if delta != "string" else ColumnKind.DECIMAL_STR
+    elif tp in STRING_TPS:
+        kind = ColumnKind.BINARY if binary else ColumnKind.TEXT
+    else:
+        kind = _KINDS[base]
+    return kind, delta.upper(), typemap.arrow_type(delta)
 
 
 def _cistr(v: Any) -> str:

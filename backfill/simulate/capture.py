@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,8 @@ class Stream:
     seq: int = 0
     last_resolved: int = 0
     next_resolved_tick: int = 0
+    resolved_cap: int | None = None  # a lagging region on a retired id: never resolves past this
+    stale_write: tuple[bytes, bytes, int] | None = None  # (key, value, retirement ts) of a write after it
 
 
 class Capture:
@@ -65,6 +67,8 @@ class Capture:
         start_tick: int,
         row_group_size: int,
         rows_per_file: int,
+        retired: Mapping[int, int] | None = None,
+        lag_retired: bool = False,
     ) -> None:
         self.scan_id = scan_id
         self.dir = scan_dir
@@ -89,6 +93,24 @@ class Capture:
                 resolved_every=rng.randint(1, 3),
             )
         self.counts: dict[str, int] = {}
+        self.retired = dict(retired or {})
+        if lag_retired:
+            self._lag_retired_regions()
+
+    def _lag_retired_regions(self) -> None:
+        """Regions that hold only ids retired in this window lag below the first retirement among them."""
+        for s in self.streams.values():
+            tables = [t for t, _, _ in self._tables(s.region)]
+            if not tables or any(t.pid not in self.retired for t in tables):
+                continue
+            first = min(tables, key=lambda t: self.retired[t.pid])
+            s.resolved_cap = self.retired[first.pid] - 1
+            lo, hi = table_span(first.pid)
+            for key in first.keys_in(max(lo, s.region.start), min(hi, s.region.end) if s.region.end else hi):
+                versions = first.keys[key].versions
+                if versions and versions[-1].put:
+                    s.stale_write = (key, versions[-1].value, self.retired[first.pid])
+                    break
 
     # ------------------------------------------------------------ output
 
@@ -205,20 +227,35 @@ class Capture:
                         s.initialized = True
                         self._emit(s, INITIALIZED, None, None, None, None, None, None, 0)
                         s.next_resolved_tick = tick + 1
+                        self._write_stale(s)
                         break
                     self._emit(s, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7])
             if s.initialized and tick >= s.next_resolved_tick:
                 self.resolve(s, min_ts, region_min_lock)
                 s.next_resolved_tick = tick + s.resolved_every
 
+    def _write_stale(self, s: Stream) -> None:
+        """A writer that missed the DDL commits on the retired id after its retirement ts."""
+        if s.stale_write is None:
+            return
+        key, value, retired_ts = s.stale_write
+        self._emit(s, PREWRITE, retired_ts + 1, None, PUT, key, value, None, 0)
+        self._emit(s, COMMIT, retired_ts + 1, retired_ts + 2, PUT, key, b"", None, 0)
+        self.counts["stale_writes_on_retired_ids"] = self.counts.get("stale_writes_on_retired_ids", 0) + 1
+
     def resolve(self, s: Stream, min_ts: int, region_min_lock: dict[int, int]) -> None:
         ts = min(min_ts, region_min_lock.get(s.region.id, min_ts))
+        if s.resolved_cap is not None:
+            ts = min(ts, s.resolved_cap)
         if ts > s.last_resolved:
             s.last_resolved = ts
             self._emit(s, RESOLVED, None, None, None, None, None, None, 0, ts)
 
     def all_caught_up(self) -> bool:
-        return all(s.initialized and s.last_resolved >= self.current_ts for s in self.streams.values())
+        return all(
+            s.initialized and s.last_resolved >= min(self.current_ts, s.resolved_cap or self.current_ts)
+            for s in self.streams.values()
+        )
 
     def finish(self, min_ts: int, region_min_lock: dict[int, int]) -> int:
         """Last RESOLVED per initialized region, then close the events files; returns the event count."""
@@ -227,14 +264,30 @@ class Capture:
                 self.resolve(s, min_ts, region_min_lock)
         return self.writer.close()
 
-    def resolved_ts(self, physical_ids: set[int]) -> int:
+    def resolved_ts(self, tables: Mapping[int, set[int]]) -> int:
         """DESIGN.md: per region the last RESOLVED after INITIALIZED (none: the checkpoint), per table the
-        min over regions covering its span, globally the min over tables, capped by current_ts."""
+        min over regions covering its spans, globally the min over tables, capped by current_ts.
+
+        ``tables``: table -> its physical ids in the window. An id retired at R (``self.retired``) holds its
+        table back only while the table is below R: TiCDC removes its span at the DDL barrier."""
         resolved = self.current_ts
-        for pid in physical_ids:
-            lo, hi = table_span(pid)
-            for s in self.streams.values():
-                if s.region.overlaps(lo, hi):
-                    region_ts = s.last_resolved if s.initialized else 0
-                    resolved = min(resolved, max(self.checkpoint_ts, region_ts))
+        for pids in tables.values():
+            span_ts = {pid: self._span_resolved(pid) for pid in pids}
+            ts = min((t for pid, t in span_ts.items() if pid not in self.retired), default=self.current_ts)
+            lowered = True
+            while lowered:
+                lowered = False
+                for pid in pids & self.retired.keys():
+                    if span_ts[pid] < ts < self.retired[pid]:
+                        ts, lowered = span_ts[pid], True
+            resolved = min(resolved, ts)
         return resolved
+
+    def _span_resolved(self, pid: int) -> int:
+        lo, hi = table_span(pid)
+        ts = self.current_ts
+        for s in self.streams.values():
+            if s.region.overlaps(lo, hi):
+                region_ts = s.last_resolved if s.initialized else 0
+                ts = min(ts, max(self.checkpoint_ts, region_ts))
+        return ts

@@ -56,6 +56,7 @@ def simulate_command(
     rows: int = 100,
     txns: int = 300,
     scans: int = 3,
+    ddls_per_scan: int = 2,
     mysql: str | None = None,
     storage_sinks: Sequence[str] = (),
     as_json: bool = False,
@@ -63,15 +64,10 @@ def simulate_command(
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
         config = SimulationConfig(
-            out=out,
-            seed=seed,
-            tables=tables,
-            rows=rows,
-            txns=txns,
-            scans=scans,
-            mysql_url=mysql,
+            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
+            ddls_per_scan=ddls_per_scan, mysql_url=mysql,
             storage_sinks=tuple(StorageSink(protocol=p, seed=seed) for p in storage_sinks),
-        )
+        )  # fmt: skip
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
     try:

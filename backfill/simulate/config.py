@@ -58,6 +58,10 @@ class SimulationConfig:
     """Long transactions per window whose locks are still open when the capture ends."""
     check_codec: bool = False
     """Cross-check every written row: the codec's decoder must see what the model says (slow)."""
+    lagging_retired_regions: bool = False
+    """Regions holding only physical ids that a DDL in the capture's window retired (truncate, drop, partition
+    DDLs) stop resolving just below the retirement ts, and a stale writer commits on the old id after it:
+    the captures a consumer that counts retired ids forever stalls on."""
     ticdc_changelog: bool = False
     """Also spool the changes TiCDC would see to ``<out>/ticdc/changes.pkl`` (for the Kafka messages)."""
     storage_sinks: tuple[StorageSink, ...] = ()

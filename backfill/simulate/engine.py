@@ -198,6 +198,11 @@ class Engine:
         checkpoint = self.checkpoint
         w.store.gc(checkpoint)
         current = w.tso.next()
+        retired = {
+            t.pid: t.dropped_at
+            for t in w.store.tables.values()
+            if t.dropped_at is not None and checkpoint < t.dropped_at <= current
+        }
         scan_id = f"scan-{k + 1:05d}"
         scan_dir = cfg.out / "scans" / scan_id
         tables = [
@@ -215,6 +220,8 @@ class Engine:
             start_tick=w.tick,
             row_group_size=cfg.row_group_size,
             rows_per_file=cfg.rows_per_file,
+            retired=retired,
+            lag_retired=cfg.lagging_retired_regions,
         )
         w.capture = cap
         for txn in self.held_long:  # locks held over the previous capture's end commit (or roll back) now
@@ -237,7 +244,10 @@ class Engine:
         pids |= {
             p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])
         }
-        scan_resolved = cap.resolved_ts(pids)
+        by_table: dict[int, set[int]] = {}
+        for pid in pids:
+            by_table.setdefault(w.catalog.uid_of_pid[pid], set()).add(pid)
+        scan_resolved = cap.resolved_ts(by_table)
         self.resolved = max(self.resolved, scan_resolved)
         kvscan.write_manifest(
             scan_dir, checkpoint, current, (kvscan.Region(r.id, r.start, r.end) for r in cap.regions)

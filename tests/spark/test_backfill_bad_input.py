@@ -124,3 +124,22 @@ def test_incomplete_capture_without_success_is_ignored(spark, tmp_path, landed, 
     next_capture(root).init_and_resolve().write(success=False)
     assert main(["run", "--config", str(conf)]) == 0
     assert versions(spark, tmp_path) == before
+
+
+def test_a_row_checksum_mismatch_names_table_key_and_commit_ts(spark, tmp_path, landed, capsys) -> None:
+    """TiDB v7.1+ row checksum: a value whose bytes do not match it is a data error; the target stays."""
+    from backfill.codec import TableSchema, encode_row
+    from backfill.codec.checksum import append_raw_checksum
+
+    conf, root, before = landed
+    cap = next_capture(root)
+    key = record_key(100, 9)
+    good = append_raw_checksum(key, encode_row(TableSchema.from_table_info(USERS), {1: 9, 2: "z", 3: 9}))
+    cap.event(1, "COMMITTED", start_ts=220, commit_ts=221, op_type="PUT", key=key, value=good)
+    key = record_key(100, 10)
+    value = append_raw_checksum(key, encode_row(TableSchema.from_table_info(USERS), {1: 10, 2: "y", 3: 1}))
+    value = value[:-6] + bytes([value[-6] ^ 0x02]) + value[-5:]  # one bit of the column data
+    cap.event(1, "COMMITTED", start_ts=230, commit_ts=231, op_type="PUT", key=key, value=value)
+    cap.init_and_resolve().write()
+    fails(conf, capsys, "app.users", "checksum mismatch", f"key {key.hex()}", "commit_ts 231")
+    assert versions(spark, tmp_path) == before

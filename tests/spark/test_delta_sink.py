@@ -140,3 +140,21 @@ def test_concurrent_merges_in_their_own_sessions_record_their_own_transactions(s
         assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(1, 100 + i, {"i": i})
         assert (i, f"v{i}") in rows(spark, path)
     assert spark.conf.get(delta.TXN_APP_ID, None) is None
+
+
+def test_a_ddl_step_that_brings_the_first_datetime_column_lands(spark, warehouse: str) -> None:
+    """ADD COLUMN ... DATETIME on a table without one: the overwrite needs Delta's timestampNtz feature."""
+    from backfill.apply.merge import overwrite_table
+    from backfill.codec import TableSchema
+    from backfill.codec.tableinfo import column_info, table_info
+
+    path = f"{warehouse}/app/t"
+    spark.createDataFrame([(1,)], "id BIGINT").write.format("delta").save(path)
+    schema = TableSchema.from_table_info(
+        table_info(5, "t", [column_info(1, "id", "bigint", primary_key=True), column_info(2, "d", "datetime")],
+                   pk="int")
+    )  # fmt: skip
+    rows = spark.sql("SELECT CAST(1 AS BIGINT) AS id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS d")
+    assert overwrite_table(spark, path, rows, schema, app_id="tidelake:t", txn_version=7, metadata={})
+    assert spark.read.format("delta").load(path).schema.simpleString() == "struct<id:bigint,d:timestamp_ntz>"
+    assert delta.recorded_txn_version(spark, path, "tidelake:t") == 7

@@ -16,6 +16,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
+from backfill.codec.checksum import checksum_failures
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
 
@@ -34,14 +35,27 @@ def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 
-def decode_changes_batch(schema: TableSchema, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
-    """(key, value, op, commit_ts) → the table's columns + commit ts + op; also the zero dates turned NULL."""
+def decode_changes_batch(
+    schema: TableSchema, batch: pa.RecordBatch, *, verify_checksums: bool = True
+) -> tuple[pa.RecordBatch, int]:
+    """(key, value, op, commit_ts) → the table's columns + commit ts + op; also the zero dates turned NULL.
+
+    With `verify_checksums`, a row value that carries TiDB's row checksum must match it (CodecError)."""
     target = output_schema(schema)
     is_put = pc.equal(batch.column("op"), "PUT")
     puts = batch.filter(is_put)
     deletes = batch.filter(pc.invert(is_put))
     parts = []
     zero_dates = 0
+    if puts.num_rows and verify_checksums:
+        bad, _ = checksum_failures(puts.column("key"), puts.column("value"))
+        if len(bad):
+            first = int(bad[0])
+            raise CodecError(
+                f"row checksum mismatch: key {puts.column('key')[first].as_py().hex()}, "
+                f"commit_ts {puts.column('commit_ts')[first].as_py()} ({len(bad)} such rows in the batch)",
+                table_id=schema.table_id,
+            )
     if puts.num_rows:
         decoded = decode_batch(schema, puts.select(["key", "value"]))
         zero_dates = int((decoded.schema.metadata or {}).get(ZERO_DATES_METADATA_KEY, b"0"))
@@ -86,6 +100,8 @@ def decode_changes(
     zero_dates: Accumulator[int] | None = None,
     tasks: Accumulator[set] | None = None,
     tag: object = None,
+    *,
+    verify_checksums: bool = True,
 ) -> DataFrame:
     """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version.
 
@@ -96,7 +112,7 @@ def decode_changes(
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
-                out, zeros = decode_changes_batch(schema, batch)
+                out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)
             except CodecError as exc:
                 raise in_task(f"cannot decode a row: {schema.schema_name}.{schema.name}: {exc}") from None
             if zero_dates is not None and zeros:

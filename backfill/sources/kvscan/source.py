@@ -24,7 +24,7 @@ from backfill.sources.base import (
 from backfill.sources.kvscan import keyranges as kr
 from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
-from backfill.sources.kvscan.chain import ScanProgress, choose_chain, scan_progress
+from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
 from backfill.sources.kvscan.decode import TaskSet, decode_changes
 from backfill.sources.kvscan.events import read_events
@@ -133,6 +133,7 @@ class KvScanSource(Source):
     def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
         self.path = config.path
         self.patterns = tuple(patterns)
+        self.verify_checksums = config.verify_checksums
 
     # ------------------------------------------------------------------------------------------ plan
 
@@ -225,14 +226,30 @@ class KvScanSource(Source):
                 windows=window.windows,
             )
             collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan)
-        return DecodedKvChanges(spark, window, collapsed, counts)
+        return DecodedKvChanges(spark, window, collapsed, counts, verify_checksums=self.verify_checksums)
 
     # ---------------------------------------------------------------------------------------- status
 
     def status(self, spark: SparkSession) -> SourceStatus:
+        """The captures, and in the newest one which region and physical id hold each table back."""
         scans = list_scans(spark, self.path)
         newest = max((s.current_ts for s in scans), default=None)
-        return SourceStatus(f"{len(scans)} complete captures", newest, {"complete_scans": len(scans)})
+        details: dict[str, Any] = {"complete_scans": len(scans)}
+        if scans:
+            last = max(scans, key=lambda s: (s.current_ts, s.scan_id))
+            with input_errors("events"):
+                details["held_back"] = [
+                    _held_back(table) for table in self._progress(spark, last).tables
+                    if table.resolved_ts < last.current_ts
+                ]  # fmt: skip
+            details["newest_scan"] = last.scan_id
+        return SourceStatus(f"{len(scans)} complete captures", newest, details)
+
+    def _progress(self, spark: SparkSession, scan: ScanManifest) -> ScanProgress:
+        survey = survey_regions(spark, [scan])
+        catalog = load_capture_schema(spark, scan, self.patterns).catalog
+        retired = {t.label: {pid: t.retired_at(pid) for pid in t.physical_ids()} for t in catalog.tables}
+        return scan_progress(scan, survey.resolved.get(scan.scan_id, {}), retired)
 
 
 class DecodedKvChanges(RowChanges):
@@ -244,8 +261,11 @@ class DecodedKvChanges(RowChanges):
         window: Window,
         collapsed: DataFrame,
         counts: dict[tuple[int, int, str], int],
+        *,
+        verify_checksums: bool = True,
     ) -> None:
         self._window = window
+        self._verify_checksums = verify_checksums
         self._collapsed = collapsed
         self._counts = counts
         self._zero_dates = spark.sparkContext.accumulator(0)
@@ -262,7 +282,9 @@ class DecodedKvChanges(RowChanges):
         rows = self._collapsed.filter((F.col("table_idx") == table) & (F.col("segment") == segment))
         if puts_only:
             rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
-        return decode_changes(rows, schema, self._zero_dates, self._tasks, tag=table)
+        return decode_changes(
+            rows, schema, self._zero_dates, self._tasks, tag=table, verify_checksums=self._verify_checksums
+        )
 
     def zero_dates(self) -> int:
         return int(self._zero_dates.value)
@@ -275,6 +297,17 @@ class DecodedKvChanges(RowChanges):
 
     def release(self) -> None:
         self._collapsed.unpersist()
+
+
+def _held_back(table: TableProgress) -> dict[str, Any]:
+    return {
+        "table": table.label,
+        "resolved_ts": table.resolved_ts,
+        "region": table.lagging_region,
+        "physical_id": table.lagging_id,
+        "retired_at": table.lagging_id_retired_at,
+        "reason": table.describe(),
+    }
 
 
 def _blocked_reason(progress: Any) -> str | None:
