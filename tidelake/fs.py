@@ -70,3 +70,19 @@ def delete(spark: SparkSession, uri: str) -> bool:
     """Remove a file or folder tree; False if it was not there."""
     fs, path = _path(spark, uri)
     return bool(fs.delete(path, True)) if fs.exists(path) else False
+
+
+def list_files(spark: SparkSession, uri: str) -> list[FileStatus]:
+    """Every file under a folder, recursively (one listing call per folder on object stores); an absent
+    folder lists as empty."""
+    fs, path = _path(spark, uri)
+    if not fs.exists(path):
+        return []
+    found = []
+    files = fs.listFiles(path, True)
+    while files.hasNext():
+        s = files.next()
+        found.append(
+            FileStatus(str(s.getPath().toString()), str(s.getPath().getName()), False, int(s.getLen()))
+        )
+    return found

@@ -1,0 +1,118 @@
+"""Canal-json as TiCDC writes it to storage (tiflow ``canal_json_txn_event_encoder.go``, ticdc
+``canal_json_encoder.go``): one JSON object per line, ended by the terminator.
+
+Row lines: ``type`` INSERT/UPDATE/DELETE, ``data`` (a one-row list; DELETE puts the deleted row there),
+``old`` (the old values of an UPDATE: all columns, or only the changed ones), ``pkNames``, ``mysqlType``
+and ``sqlType`` per column, and with ``enable-tidb-extension`` ``_tidb.commitTs`` — the only commit ts
+(``es`` is milliseconds). Values are strings or null: numbers in decimal, binary strings one ISO-8859-1
+character per byte, ENUM/SET as index/bitmask (names when the schema file gives the elements), BIT as
+its integer. An UPDATE whose old values hold a different primary key becomes a DELETE of the old key and
+a PUT of the new row (same ts, the DELETE first). DDL lines (``isDdl``) and watermarks carry no rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from backfill.sources.ticdc.change_rows import DELETE, PUT, ParsedRows
+from tidelake.errors import InputError
+
+WATERMARK = "TIDB_WATERMARK"
+
+
+class _Tidb(msgspec.Struct, gc=False):
+    commitTs: int | None = None  # TiCDC's field names, as written
+
+
+class _Message(msgspec.Struct, gc=False):
+    type: str = ""
+    isDdl: bool = False
+    database: str = ""
+    table: str = ""
+    pkNames: list[str] | None = None
+    data: list[dict[str, str | None]] | None = None
+    old: list[dict[str, str | None]] | None = None
+    mysqlType: dict[str, str] | None = None
+    sqlType: dict[str, int] | None = None
+    tidb: _Tidb | None = msgspec.field(default=None, name="_tidb")
+
+
+_DECODE = msgspec.json.Decoder(_Message)
+
+
+def split_lines(text: str, terminator: str) -> list[tuple[int, str]]:
+    """(line number, text) of the non-empty lines; ``\\r\\n`` and ``\\n`` both end a line for either."""
+    if terminator in ("\n", "\r\n"):
+        parts = text.split("\n")
+        pieces = [p[:-1] if p.endswith("\r") else p for p in parts]
+    else:
+        pieces = text.split(terminator)
+    return [(i + 1, p) for i, p in enumerate(pieces) if p.strip()]
+
+
+def parse_canal_json(
+    text: str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: str
+) -> ParsedRows:
+    """The row changes of one canal-json file of a table with ``column_names`` and key ``key_names``."""
+    width = len(column_names)
+    index_of = {name: i for i, name in enumerate(column_names)}
+    rows = ParsedRows.for_columns(width)
+    for line, raw in split_lines(text, terminator):
+        try:
+            message = _DECODE.decode(raw)
+        except msgspec.ValidationError as exc:
+            raise InputError(f"{where}:{line}: not a canal-json message: {exc}") from None
+        except msgspec.DecodeError as exc:
+            raise InputError(f"{where}:{line}: not JSON: {exc}") from None
+        if message.isDdl or message.type == WATERMARK:
+            continue
+        if message.type not in ("INSERT", "UPDATE", "DELETE"):
+            raise InputError(f"{where}:{line}: type {message.type!r} is not INSERT, UPDATE or DELETE")
+        ts = message.tidb.commitTs if message.tidb is not None else None
+        if ts is None:
+            raise InputError(
+                f"{where}:{line}: no _tidb.commitTs; the changefeed must write canal-json with "
+                "enable-tidb-extension=true"
+            )
+        if not message.data:
+            raise InputError(f"{where}:{line}: a {message.type} without 'data'")
+        unknown = [name for name in message.data[0] if name not in index_of]
+        if unknown:
+            raise InputError(f"{where}:{line}: column {unknown[0]!r} is not in the table's schema file")
+        olds = message.old or []
+        for position, values in enumerate(message.data):
+            op = DELETE if message.type == "DELETE" else PUT
+            old = olds[position] if message.type == "UPDATE" and position < len(olds) else None
+            if old is not None and any(k in old and old[k] != values.get(k) for k in key_names):
+                key_values = {k: old.get(k, values.get(k)) for k in key_names}
+                _append(rows, index_of, width, key_values, DELETE, ts, line)
+            _append(rows, index_of, width, values, op, ts, line)
+    return rows
+
+
+def _append(
+    rows: ParsedRows,
+    index_of: dict[str, int],
+    width: int,
+    values: dict[str, str | None],
+    op: str,
+    ts: int,
+    line: int,
+) -> None:
+    rows.ops.append(op)
+    rows.commit_ts.append(ts)
+    rows.lines.append(line)
+    present = [False] * width
+    for name, value in values.items():
+        i = index_of[name]
+        rows.values[i].append(value)
+        present[i] = True
+    for i in range(width):
+        if not present[i]:
+            rows.values[i].append(None)
+        rows.filled[i].append(not present[i])
+
+
+__all__ = ["WATERMARK", "parse_canal_json", "split_lines"]
