@@ -171,6 +171,7 @@ class StorageSource(Source):
         dropped_at: int | None,
     ) -> tuple[TrackedTable, int, dict[int, list[FileToRead]], RowIdentity] | None:
         """(table, floor, files per segment, identity), or None while it has no schema version yet."""
+        self._check_data_folders(listing, [f.version for f in listing.schema_files], resolved)
         schema_files = listing.versions_up_to(resolved)
         if not schema_files:
             return None
@@ -197,7 +198,6 @@ class StorageSource(Source):
                     "the Delta table by hand and restart from a new checkpoint"
                 )
         version_ts = [f.version for f in schema_files]
-        self._check_data_folders(listing, version_ts, resolved)
         indexed = self._indexed(spark, listing)
         per_version = files_to_read(listing, version_ts, indexed, floor)
         per_segment: dict[int, list[FileToRead]] = {}
