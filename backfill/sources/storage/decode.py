@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from backfill.codec import DecodeStats, TableSchema
 from backfill.sources.ticdc.canal_json import parse_canal_json
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.csv_format import CsvOptions, parse_csv
 from backfill.sources.ticdc.text_values import TextDialect
-from tidelake.conventions import COMMIT_TS
 from tidelake.errors import InputError
 
 
@@ -34,13 +31,13 @@ class FileFormat:
         return TextDialect("latin1", True, self.time_zone)
 
 
-def complete_part(text: str, terminator: str) -> str:
-    """The text up to its last terminator: a file still being appended to ends in a partial line."""
-    end = "\n" if terminator in ("\n", "\r\n") else terminator
-    if text.endswith(end):
-        return text
-    cut = text.rfind(end)
-    return text[: cut + len(end)] if cut >= 0 else ""
+def complete_part(content: bytes, terminator: str) -> bytes:
+    """The bytes up to the last terminator: a file still being appended to ends in a partial line."""
+    end = b"\n" if terminator in ("\n", "\r\n") else terminator.encode("utf-8")
+    if content.endswith(end):
+        return content
+    cut = content.rfind(end)
+    return content[: cut + len(end)] if cut >= 0 else b""
 
 
 def decode_file(
@@ -55,24 +52,22 @@ def decode_file(
     stats: DecodeStats | None = None,
 ) -> pa.Table:
     """The file's changes with ``window[0] < commit ts <= window[1]``, typed by ``schema``."""
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = content.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
     if newest:
-        text = complete_part(text, fmt.terminator)
-    names: Sequence[str] = [c.name for c in schema.columns]
+        content = complete_part(content, fmt.terminator)
+    names: list[str] = [c.name for c in schema.columns]
     if fmt.protocol == "csv":
         assert fmt.csv is not None
-        rows = parse_csv(text, fmt.csv, list(names), where)
+        rows = parse_csv(content, fmt.csv, names, where)
     else:
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = content.count(b"\n", 0, exc.start) + 1
+            raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
         keys = [k for k in schema.pk_columns if k in schema.by_name]
         rows = parse_canal_json(text, fmt.terminator, names, keys, where)
-    table = to_arrow(schema, rows, fmt.dialect, where=where, file_ordinal=ordinal, stats=stats)
-    ts = table.column(COMMIT_TS)
-    keep = pc.and_(pc.greater(ts, window[0]), pc.less_equal(ts, window[1]))
-    return table.filter(keep)
+    rows = rows.within(*window)
+    return to_arrow(schema, rows, fmt.dialect, where=where, file_ordinal=ordinal, stats=stats)
 
 
 __all__ = ["FileFormat", "complete_part", "decode_file"]

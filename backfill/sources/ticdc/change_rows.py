@@ -11,8 +11,10 @@ order, times 2^32, plus the line: the last tie-breaker of the shared collapse).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backfill.apply.collapse import LINE
 from backfill.codec import DecodeStats, TableSchema
@@ -27,20 +29,47 @@ LINE_BITS = 32  # _tidb_line = file ordinal << LINE_BITS | line
 
 @dataclass
 class ParsedRows:
-    """Changes read from one file, column-major: ``values[i]`` holds schema column i's texts."""
+    """Changes read from one file, column-major: ``values[i]`` holds schema column i's texts. Each field is
+    a Python list (line-by-line parsers) or an Arrow array (whole-file parsers)."""
 
-    ops: list[str] = field(default_factory=list)
-    commit_ts: list[int] = field(default_factory=list)
-    lines: list[int] = field(default_factory=list)
-    values: list[list[str | None]] = field(default_factory=list)
-    filled: list[list[bool]] = field(default_factory=list)  # per column: the value was absent (fill it)
+    ops: Any = field(default_factory=list)  # PUT / DELETE
+    commit_ts: Any = field(default_factory=list)
+    lines: Any = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    filled: list[list[bool]] | None = None  # per column: the value was absent (filled like TiCDC does)
 
     @classmethod
-    def for_columns(cls, count: int) -> ParsedRows:
-        return cls(values=[[] for _ in range(count)], filled=[[] for _ in range(count)])
+    def for_columns(cls, count: int, *, fills: bool = False) -> ParsedRows:
+        return cls(values=[[] for _ in range(count)], filled=[[] for _ in range(count)] if fills else None)
 
     def __len__(self) -> int:
         return len(self.ops)
+
+    def as_arrays(self) -> ParsedRows:
+        """The same rows with every field an Arrow array."""
+        return ParsedRows(
+            _array(self.ops, pa.string()), _array(self.commit_ts, pa.int64()), _array(self.lines, pa.int64()),
+            [_array(v, pa.string()) for v in self.values],
+            None if self.filled is None else [_array(f, pa.bool_()) for f in self.filled],
+        )  # fmt: skip
+
+    def within(self, after: int, upto: int) -> ParsedRows:
+        """Only the changes with ``after < commit ts <= upto``."""
+        rows = self.as_arrays()
+        keep = pc.and_(pc.greater(rows.commit_ts, after), pc.less_equal(rows.commit_ts, upto))
+        if pc.all(keep).as_py():
+            return rows
+        return ParsedRows(
+            rows.ops.filter(keep), rows.commit_ts.filter(keep), rows.lines.filter(keep),
+            [v.filter(keep) for v in rows.values],
+            None if rows.filled is None else [f.filter(keep) for f in rows.filled],
+        )  # fmt: skip
+
+
+def _array(values: Any, typ: pa.DataType) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    return values if isinstance(values, pa.Array) else pa.array(values, typ)
 
 
 def output_schema(schema: TableSchema) -> pa.Schema:
@@ -66,27 +95,28 @@ def to_arrow(
     arrays: list[pa.Array] = []
     if schema.pk_kind == "rowid":
         arrays.append(pa.nulls(n, pa.int64()))
-    puts = [op == PUT for op in rows.ops]
+    puts = pc.equal(_array(rows.ops, pa.string()), PUT) if rows.filled is not None else None
     for index, col in enumerate(schema.columns):
         try:
-            arr = text_column(schema, col, pa.array(rows.values[index], pa.string()), dialect, stats)
+            arr = text_column(schema, col, _array(rows.values[index], pa.string()), dialect, stats)
         except BadValue as bad:
-            raise InputError(f"{where}:{rows.lines[bad.row]}: column {col.name!r}: {bad.message}") from None
-        absent = [f and p for f, p in zip(rows.filled[index], puts, strict=True)]
-        if any(absent):
-            fill = fill_value(col)
-            if isinstance(fill, ZeroDate):
-                stats.zero_dates += sum(absent)
-                fill = None
-            arr = pa.array(
-                [fill if a else v for a, v in zip(absent, arr.to_pylist(), strict=True)], col.arrow_type
-            )
+            line = _array(rows.lines, pa.int64())[bad.row].as_py()
+            raise InputError(f"{where}:{line}: column {col.name!r}: {bad.message}") from None
+        if rows.filled is not None and puts is not None:
+            absent = pc.and_(_array(rows.filled[index], pa.bool_()), puts)
+            count = pc.sum(absent).as_py() or 0
+            if count:
+                fill = fill_value(col)
+                if isinstance(fill, ZeroDate):
+                    stats.zero_dates += count
+                    fill = None
+                arr = pc.if_else(absent, pa.scalar(fill, col.arrow_type), arr)
         arrays.append(arr)
     base = file_ordinal << LINE_BITS
     arrays += [
-        pa.array(rows.ops, pa.string()),
-        pa.array(rows.commit_ts, pa.int64()),
-        pa.array([base + line for line in rows.lines], pa.int64()),
+        _array(rows.ops, pa.string()),
+        _array(rows.commit_ts, pa.int64()),
+        pc.add(_array(rows.lines, pa.int64()), base),
     ]
     stats.rows += n
     return pa.Table.from_arrays(arrays, schema=target)

@@ -122,23 +122,94 @@ class CsvTokenizer:
         return out
 
 
-def parse_csv(text: str, options: CsvOptions, column_names: list[str], where: str) -> ParsedRows:
-    """The changes in one CSV file of a table with ``column_names`` (its schema file's order)."""
-    width = len(column_names)
+def parse_csv(data: bytes | str, options: CsvOptions, column_names: list[str], where: str) -> ParsedRows:
+    """The changes in one CSV file of a table with ``column_names`` (its schema file's order).
+
+    Files in the usual dialect (one-character delimiter, a quote character, ``\n`` or ``\r\n``) go
+    through Arrow's CSV reader; anything else, and any file Arrow finds irregular, through the tokenizer
+    above, which names the line of a problem."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    skip = 0
+    if options.header and raw:
+        end = raw.find(b"\n")
+        first = raw[: end + 1 if end >= 0 else len(raw)]
+        _check_header(_text(first, where), options, column_names, where)
+        raw, skip = raw[len(first) :], 1
+    if _arrow_dialect(options):
+        fast = _parse_with_arrow(raw, options, len(column_names), skip)
+        if fast is not None:
+            return fast
+    return _parse_lines(_text(raw, where, skip), options, len(column_names), where, skip)
+
+
+def _text(raw: bytes, where: str, skip: int = 0) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1 + skip
+        raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _check_header(text: str, options: CsvOptions, column_names: list[str], where: str) -> None:
+    lines = CsvTokenizer(options).lines(text, where)
+    first = lines[0][1] if lines else []
+    if not first or first[0] != HEADER_START:
+        raise InputError(f"{where}:1: expected the {HEADER_START} header line (output-field-header)")
+    names = [n for n in first[options.meta_columns - int(options.output_handle_key) :] if n is not None]
+    if names != column_names:
+        raise InputError(f"{where}:1: header columns {names} differ from the schema file's {column_names}")
+
+
+def _arrow_dialect(options: CsvOptions) -> bool:
+    return len(options.delimiter) == 1 and len(options.quote) == 1 and options.terminator in ("\n", "\r\n")
+
+
+def _parse_with_arrow(raw: bytes, options: CsvOptions, width: int, skip: int) -> ParsedRows | None:
+    """Arrow's CSV reader over a whole file; None when the file is not regular (the tokenizer then says
+    where): a bad field count, op or commit ts, invalid UTF-8, or line breaks inside values."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    meta = options.meta_columns
+    names = [f"c{i}" for i in range(meta + width)]
+    try:
+        table = pcsv.read_csv(
+            io.BytesIO(raw),
+            read_options=pcsv.ReadOptions(column_names=names, block_size=max(1 << 20, len(raw) + 1)),
+            parse_options=pcsv.ParseOptions(delimiter=options.delimiter, quote_char=options.quote, double_quote=True),
+            convert_options=pcsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, null_values=[options.null],
+                strings_can_be_null=True, quoted_strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    n = table.num_rows
+    if raw.count(b"\n") != n or (raw and not raw.endswith(b"\n")):
+        return None  # line breaks inside values (or a cut-short last line): lines need the tokenizer
+    op = table.column(0).combine_chunks()
+    if n and not pc.all(pc.is_in(op, pa.array(list(_OPS)))).as_py():
+        return None
+    try:
+        ts = pc.cast(table.column(3).combine_chunks(), pa.uint64()).cast(pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    if ts.null_count:
+        return None
+    ops = pc.if_else(pc.equal(op, "D"), pa.scalar(DELETE), pa.scalar(PUT))
+    lines = pa.array(range(1 + skip, n + 1 + skip), pa.int64())
+    values = [table.column(meta + i).combine_chunks() for i in range(width)]
+    return ParsedRows(ops, ts, lines, values)
+
+
+def _parse_lines(text: str, options: CsvOptions, width: int, where: str, skip: int) -> ParsedRows:
     rows = ParsedRows.for_columns(width)
     meta = options.meta_columns
-    lines = CsvTokenizer(options).lines(text, where)
-    if options.header and lines:
-        first = lines[0][1]
-        if not first or first[0] != HEADER_START:
-            raise InputError(f"{where}:1: expected the {HEADER_START} header line (output-field-header)")
-        names = [n for n in first[meta - (1 if options.output_handle_key else 0) :] if n is not None]
-        if names != column_names:
-            raise InputError(
-                f"{where}:1: header columns {names} differ from the schema file's {column_names}"
-            )
-        lines = lines[1:]
-    for line, fields in lines:
+    for number, fields in CsvTokenizer(options).lines(text, where):
+        line = number + skip
         if len(fields) != meta + width:
             raise InputError(
                 f"{where}:{line}: {len(fields)} fields, expected {meta + width} "
@@ -158,7 +229,6 @@ def parse_csv(text: str, options: CsvOptions, column_names: list[str], where: st
         rows.lines.append(line)
         for index in range(width):
             rows.values[index].append(fields[meta + index])
-            rows.filled[index].append(False)
     return rows
 
 

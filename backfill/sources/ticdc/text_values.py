@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from backfill.codec import DecodeStats
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import int_bounds
-from backfill.sources.ticdc.open_rows import _TIME_TEXT, _Bad, _Decoder, _fits_decimal
+from backfill.sources.ticdc.open_rows import _TIME_TEXT, _Bad, _Decoder, _fits_decimal, _to_utc
 
 K = ColumnKind
 BINARY_ENCODINGS = ("base64", "hex", "latin1")
@@ -102,7 +102,11 @@ def _convert(
     if kind == K.BIT:
         return decoder._bit(col, _cast(texts, pa.uint64(), "a BIT value").to_pylist())
     if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
-        return decoder._time(col, texts.to_pylist())
+        try:
+            parsed = pc.cast(texts, pa.date32() if kind == K.DATE else pa.timestamp("us"))
+        except pa.ArrowInvalid:  # zero or impossible dates (NULL, counted), or malformed text (an error)
+            parsed = decoder._time_slow(col, texts.to_pylist())
+        return _to_utc(parsed, dialect.time_zone) if kind == K.TIMESTAMP else parsed
     raise _Bad(0, f"no text decoder for column kind {kind}")
 
 
