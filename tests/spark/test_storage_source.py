@@ -118,7 +118,7 @@ def test_a_table_without_a_key_is_a_multiset_without_repeated_deliveries(spark, 
     assert Counter(r[1:3] for r in rows(spark, tmp_path, "events")) == Counter({(1, "x"): 1, (2, "y"): 1})
 
 
-def test_truncate_and_drop_table(spark, tmp_path) -> None:
+def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
     sink = SinkFolder(tmp_path / "sink")
     sink.schema("users", 100)
     sink.data(
@@ -126,14 +126,18 @@ def test_truncate_and_drop_table(spark, tmp_path) -> None:
     )
     sink.schema("users", 120, query="TRUNCATE TABLE users", action=ACTION_TRUNCATE_TABLE)
     sink.data("users", 120, 1, csv_line("I", "users", 130, 3, "c", 3))
+    # The rename's schema file lands under the new name; rows after it too.
+    sink.schema("people", 135, query="RENAME TABLE `app`.`users` TO `app`.`people`", action=14)
+    sink.data("people", 135, 1, csv_line("I", "people", 137, 4, "d", 4))
     sink.checkpoint(140)
     conf = config(tmp_path)
     run(spark, conf)
-    assert rows(spark, tmp_path) == [(3, "c", 3, 130)]
-    sink.schema("users", 150, query="DROP TABLE users", action=4)
+    assert rows(spark, tmp_path, "people") == [(3, "c", 3, 130), (4, "d", 4, 137)]
+    assert not (tmp_path / "wh" / "app" / "users").exists()
+    sink.schema("people", 150, query="DROP TABLE people", action=4)
     sink.checkpoint(160)
     run(spark, conf)
-    assert not (tmp_path / "wh" / "app" / "users").exists()
+    assert not (tmp_path / "wh" / "app" / "people").exists()
 
 
 @pytest.fixture

@@ -14,7 +14,13 @@ from backfill.sources.storage.layout import (
     parse_index,
     parse_metadata,
 )
-from backfill.sources.storage.plan import files_to_read, group_listing, segment_starts
+from backfill.sources.storage.plan import (
+    files_to_read,
+    group_listing,
+    lineages,
+    rename_source,
+    segment_starts,
+)
 from backfill.sources.ticdc.schema_file import TableDefinition, columns_from_sql
 from tidelake.errors import InputError
 
@@ -91,3 +97,32 @@ def test_versions_with_a_query_start_segments() -> None:
         TableDefinition("t", "d", 1, 40, "", 0, wider, 2),  # no query but new columns: a barrier too
     ]
     assert segment_starts(defs) == [0, 2, 3]
+
+
+def test_renames_join_names_into_one_table() -> None:
+    cols = columns_from_sql([("id", "INT", {"is_pk": "true"})])
+
+    def version(table: str, ts: int, query: str = "", action: int = 0) -> tuple[SchemaFile, TableDefinition]:
+        return SchemaFile("d", table, ts, 0, f"{table}@{ts}"), TableDefinition(
+            table, "d", 1, ts, query, action, cols, 1
+        )
+
+    files = [
+        version("a", 10),
+        version("b", 20, "RENAME TABLE `d`.`a` TO `d`.`b`", 14),
+        version("c", 30, "ALTER TABLE b RENAME TO c", 14),
+        version("a", 40, "CREATE TABLE a (id INT PRIMARY KEY)", 3),  # a new table under the old name
+        version("x", 50),
+    ]
+    listing = group_listing(f for f, _ in files)
+    definitions = {f.path: d for f, d in files}
+    chains = [
+        [(t.table, [f.version for f in fs]) for t, fs in chain]
+        for chain in lineages(listing, definitions, 45)
+    ]
+    assert chains == [[("a", [40])], [("a", [10]), ("b", [20]), ("c", [30])]]
+    assert rename_source(definitions["b@20"]) == ("d", "a")
+    assert rename_source(TableDefinition("n", "d", 1, 1, "RENAME TABLE o1 TO n1, `o`.`x` TO `d`.`n`", 47, (), 0)) == (
+        "o", "x",
+    )  # fmt: skip
+    assert rename_source(definitions["a@40"]) is None

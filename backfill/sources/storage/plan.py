@@ -17,6 +17,7 @@ checkpoint C rewrites every row above C into C's folder), so it is not read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -75,11 +76,15 @@ class FileToRead:
 
 
 def files_to_read(
-    table: TableListing, versions: Sequence[int], indexed: Mapping[DataDir, int | None], floor: int
+    table: TableListing,
+    versions: Sequence[int],
+    indexed: Mapping[DataDir, int | None],
+    floor: int,
+    first_ordinal: int = 0,
 ) -> dict[int, list[FileToRead]]:
     """Per table version (of ``versions``, sorted), the data files to read, in the table's order."""
     out: dict[int, list[FileToRead]] = {}
-    ordinal = 0
+    ordinal = first_ordinal
     for folder in sorted(table.data):
         if folder.version not in versions:
             continue
@@ -106,4 +111,87 @@ def segment_starts(definitions: Sequence[TableDefinition]) -> list[int]:
     return starts
 
 
-__all__ = ["FileToRead", "SinkListing", "TableListing", "files_to_read", "group_listing", "segment_starts"]
+# A rename's query as TiCDC writes it per table: RENAME TABLE `a`.`b` TO `c`.`d` (a multi-table rename is
+# split into one DDL per table) or ALTER TABLE ... RENAME [TO|AS] ...
+_NAME = r"((?:`(?:[^`]|``)+`|[^\s.,;`]+)(?:\s*\.\s*(?:`(?:[^`]|``)+`|[^\s.,;`]+))?)"
+_RENAME = re.compile(r"RENAME\s+TABLES?\s+(.*)", re.IGNORECASE | re.DOTALL)
+_PAIR = re.compile(rf"{_NAME}\s+TO\s+{_NAME}", re.IGNORECASE)
+_ALTER_RENAME = re.compile(rf"ALTER\s+TABLE\s+{_NAME}\s+RENAME\s+(?:TO\s+|AS\s+)?{_NAME}", re.IGNORECASE)
+RENAME_ACTIONS = frozenset({14, 47})
+
+
+def _split_name(text: str, default_schema: str) -> tuple[str, str]:
+    parts = re.findall(r"`((?:[^`]|``)+)`|([^\s.`]+)", text)
+    names = [(quoted or bare).replace("``", "`") for quoted, bare in parts]
+    return (names[0], names[1]) if len(names) == 2 else (default_schema, names[-1])
+
+
+def rename_source(definition: TableDefinition) -> tuple[str, str] | None:
+    """The (schema, table) a RENAME TABLE version of ``definition``'s table came from, if it is one."""
+    if definition.type not in RENAME_ACTIONS:
+        return None
+    target = (definition.schema, definition.table)
+    renames = _RENAME.search(definition.query)
+    found = (
+        list(_PAIR.finditer(renames.group(1))) if renames else list(_ALTER_RENAME.finditer(definition.query))
+    )
+    pairs = [tuple(_split_name(f.group(i), definition.schema) for i in (1, 2)) for f in found]
+    for old, new in pairs:
+        if new == target:
+            return old
+    if len(pairs) == 1:
+        return pairs[0][0]
+    return None
+
+
+Piece = tuple[TableListing, list[SchemaFile]]
+
+
+def lineages(
+    listing: SinkListing, definitions: Mapping[str, TableDefinition], resolved: int
+) -> list[list[Piece]]:
+    """The logical tables of the sink: each a chain of (name, its versions) pieces joined by renames, oldest
+    first. A name renamed away at version v gives its versions below v to the chain of the new name."""
+    tables = listing.tables
+
+    def renamed_in(key: tuple[str, str]) -> list[tuple[int, tuple[str, str]]]:
+        found = []
+        for file in tables[key].versions_up_to(resolved):
+            source = rename_source(definitions[file.path])
+            if source is not None and source != key and source in tables:
+                found.append((file.version, source))
+        return found
+
+    claimed: dict[tuple[str, str], int] = {}
+    for key in tables:
+        for version, source in renamed_in(key):
+            claimed[source] = max(claimed.get(source, 0), version)
+
+    def pieces(key: tuple[str, str], lo: int, hi: int | None) -> list[Piece]:
+        files = [
+            f
+            for f in tables[key].versions_up_to(resolved)
+            if f.version >= lo and (hi is None or f.version < hi)
+        ]
+        if not files:
+            return []
+        for version, source in reversed(renamed_in(key)):
+            if lo < version and (hi is None or version < hi):
+                return [
+                    *pieces(source, 0, version),
+                    (tables[key], [f for f in files if f.version >= version]),
+                ]
+        return [(tables[key], files)]
+
+    out = []
+    for key in sorted(tables):
+        chain = pieces(key, claimed.get(key, 0), None)
+        if chain:
+            out.append(chain)
+    return out
+
+
+__all__ = [
+    "FileToRead", "Piece", "SinkListing", "TableListing", "files_to_read", "group_listing", "lineages",
+    "rename_source", "segment_starts",
+]  # fmt: skip

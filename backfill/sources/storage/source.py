@@ -32,10 +32,12 @@ from backfill.sources.storage import layout
 from backfill.sources.storage.decode import FileFormat, decode_file
 from backfill.sources.storage.plan import (
     FileToRead,
+    Piece,
     SinkListing,
     TableListing,
     files_to_read,
     group_listing,
+    lineages,
     segment_starts,
 )
 from backfill.sources.ticdc.change_rows import LINE_BITS, output_schema
@@ -114,12 +116,22 @@ class StorageSource(Source):
             resolved = storage_ts if until_ts is None else min(storage_ts, until_ts)
             listing = self._listing(spark)
             drops = self._database_drops(spark, listing, resolved)
+            for table_listing in listing.tables.values():
+                self._check_data_folders(
+                    table_listing, [f.version for f in table_listing.schema_files], resolved
+                )
+            definitions = {
+                f.path: self._definition(spark, f)
+                for t in listing.tables.values()
+                for f in t.versions_up_to(resolved)
+            }
             planned = []
-            for (schema, name), table_listing in sorted(listing.tables.items()):
-                if not table_matches(self.patterns, schema, name):
+            for chain in lineages(listing, definitions, resolved):
+                if not any(table_matches(self.patterns, t.schema, t.table) for t, _ in chain):
                     continue
-                recorded = checkpoints.recorded_at(checkpoints.path(schema, name))
-                found = self._plan_table(spark, table_listing, recorded, resolved, drops.get(schema))
+                recorded = [checkpoints.recorded_at(checkpoints.path(t.schema, t.table)) for t, _ in chain]
+                floor = max((r for r in recorded if r is not None), default=None)
+                found = self._plan_table(spark, chain, definitions, floor, drops.get(chain[-1][0].schema))
                 if found is not None:
                     planned.append(found)
             if not planned:
@@ -165,32 +177,28 @@ class StorageSource(Source):
     def _plan_table(
         self,
         spark: SparkSession,
-        listing: TableListing,
+        chain: Sequence[Piece],
+        definitions: Mapping[str, TableDefinition],
         recorded: int | None,
-        resolved: int,
         dropped_at: int | None,
     ) -> tuple[TrackedTable, int, dict[int, list[FileToRead]], RowIdentity] | None:
-        """(table, floor, files per segment, identity), or None while it has no schema version yet."""
-        self._check_data_folders(listing, [f.version for f in listing.schema_files], resolved)
-        schema_files = listing.versions_up_to(resolved)
+        """(table, floor, files per segment, identity) of one logical table (names joined by renames)."""
+        schema_files = [f for _, files in chain for f in files]
         if not schema_files:
             return None
-        where = f"{listing.schema}.{listing.table}"
-        # Versions at or below the checkpoint matter only from the newest barrier among them.
-        definitions = [self._definition(spark, f) for f in schema_files]
-        starts = segment_starts(definitions)
+        where = " → ".join(f"{t.schema}.{t.table}" for t, _ in chain)
+        defs = [definitions[f.path] for f in schema_files]
+        starts = segment_starts(defs)
         floor = recorded if recorded is not None else schema_files[0].version
+        # Versions at or below the checkpoint matter only from the newest barrier among them.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
-        definitions, schema_files = definitions[first:], schema_files[first:]
+        defs, schema_files = defs[first:], schema_files[first:]
         starts = [s - first for s in starts if s >= first]
-        versions, segment_of = self._versions(listing, definitions, starts, where)
-        if (
-            dropped_at is not None
-            and dropped_at > versions[-1].finished_ts
-            and versions[-1].schema is not None
-        ):
+        versions, segment_of = self._versions(chain[0][0], defs, starts, where)
+        last = versions[-1]
+        if dropped_at is not None and dropped_at > last.finished_ts and last.schema is not None:
             versions.append(SchemaVersion(dropped_at, None, None, ACTION_DROP_SCHEMA))
-        for definition in definitions:
+        for definition in defs:
             if definition.type in ROW_REMOVING_PARTITION_DDL and definition.table_version > floor:
                 raise InputError(
                     f"{where}: DDL {definition.query!r} (table version {definition.table_version}) removes the "
@@ -198,32 +206,43 @@ class StorageSource(Source):
                     "the Delta table by hand and restart from a new checkpoint"
                 )
         version_ts = [f.version for f in schema_files]
-        indexed = self._indexed(spark, listing)
-        per_version = files_to_read(listing, version_ts, indexed, floor)
         per_segment: dict[int, list[FileToRead]] = {}
-        for version, files in per_version.items():
-            per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(files)
+        ordinal = 0
+        for table_listing, files in chain:
+            own = [f.version for f in files if f.version in version_ts]
+            if not own:
+                continue
+            per_version = files_to_read(
+                table_listing, version_ts, self._indexed(spark, table_listing), floor, ordinal
+            )
+            for version, to_read in per_version.items():
+                if version in own:
+                    per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(to_read)
+                    ordinal = max(ordinal, *(f.ordinal for f in to_read))
         table = TrackedTable(tuple(versions), schema_files[0].version)
-        last = next((v.schema for v in reversed(versions) if v.schema is not None), None)
-        identity = identity_without_handle(last) if last is not None else RowIdentity.WHOLE_ROW
+        newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
+        identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
         return table, floor, per_segment, identity
 
     def _versions(
-        self, listing: TableListing, definitions: Sequence[TableDefinition], starts: Sequence[int], where: str
+        self, origin: TableListing, definitions: Sequence[TableDefinition], starts: Sequence[int], where: str
     ) -> tuple[list[SchemaVersion], list[int]]:
-        """The segments' schema versions, and per table version its segment."""
+        """The segments' schema versions, and per table version its segment. The table keeps one id through
+        renames (so a rename moves its rows) and gets a new one at each TRUNCATE TABLE."""
         versions: list[SchemaVersion] = []
-        table_id = fake_table_id(listing.schema, listing.table)
+        table_id = fake_table_id(origin.schema, origin.table)
         segment_of = []
         for i, definition in enumerate(definitions):
             if i in starts:
                 if definition.type == ACTION_TRUNCATE_TABLE:
-                    table_id = fake_table_id(listing.schema, f"{listing.table}#{definition.table_version}")
+                    table_id = fake_table_id(
+                        definition.schema, f"{definition.table}#{definition.table_version}"
+                    )
                 schema: TableSchema | None = None
                 if definition.type != ACTION_DROP_TABLE:
                     try:
                         info = definition.table_info(table_id)
-                        schema = TableSchema.from_table_info(info, schema_name=listing.schema)
+                        schema = TableSchema.from_table_info(info, schema_name=definition.schema)
                     except (ValueError, CodecError) as exc:
                         raise InputError(
                             f"{where}: schema version {definition.table_version}: {exc}"
