@@ -134,6 +134,13 @@ def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
     run(spark, conf)
     assert rows(spark, tmp_path, "people") == [(3, "c", 3, 130), (4, "d", 4, 137)]
     assert not (tmp_path / "wh" / "app" / "users").exists()
+    # Column ids follow names: dropping a middle column keeps `score` where it was, a renamed one moves.
+    after = (USERS_COLUMNS[0], ("points", "INT", {"precision": "11"}))
+    sink.schema("people", 145, after, query="ALTER TABLE people DROP COLUMN name, RENAME COLUMN score TO points",
+                action=ACTION_ADD_COLUMN)  # fmt: skip
+    sink.checkpoint(146)
+    run(spark, conf)
+    assert rows(spark, tmp_path, "people") == [(3, 3, 130), (4, 4, 137)]
     sink.schema("people", 150, query="DROP TABLE people", action=4)
     sink.checkpoint(160)
     run(spark, conf)

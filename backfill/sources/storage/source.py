@@ -49,6 +49,7 @@ from backfill.sources.ticdc.schema_file import (
     ROW_REMOVING_PARTITION_DDL,
     TableDefinition,
     read_schema_file,
+    renamed_columns,
 )
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import fs
@@ -232,7 +233,13 @@ class StorageSource(Source):
         versions: list[SchemaVersion] = []
         table_id = fake_table_id(origin.schema, origin.table)
         segment_of = []
+        column_ids: dict[str, int] = {}  # by name, so that a dropped column does not shift the others
         for i, definition in enumerate(definitions):
+            for old, new in renamed_columns(definition.query):
+                if old.lower() in column_ids:
+                    column_ids[new.lower()] = column_ids.pop(old.lower())
+            for column in definition.columns:
+                column_ids.setdefault(column.name.lower(), max(column_ids.values(), default=0) + 1)
             if i in starts:
                 if definition.type == ACTION_TRUNCATE_TABLE:
                     table_id = fake_table_id(
@@ -241,7 +248,7 @@ class StorageSource(Source):
                 schema: TableSchema | None = None
                 if definition.type != ACTION_DROP_TABLE:
                     try:
-                        info = definition.table_info(table_id)
+                        info = definition.table_info(table_id, column_ids)
                         schema = TableSchema.from_table_info(info, schema_name=definition.schema)
                     except (ValueError, CodecError) as exc:
                         raise InputError(

@@ -143,12 +143,13 @@ class TableDefinition:
         }
         return zlib.crc32(go_marshal_indent(payload).encode("utf-8")) & 0xFFFFFFFF
 
-    def table_info(self, table_id: int) -> dict[str, Any]:
-        """TiDB TableInfo JSON for ``TableSchema.from_table_info`` (see the module docstring)."""
+    def table_info(self, table_id: int, column_ids: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """TiDB TableInfo JSON for ``TableSchema.from_table_info`` (see the module docstring). Column ids:
+        ``ColumnId`` when the sink wrote it, else ``column_ids[name]``, else the position."""
         cols = []
         pk: list[str] = []
         for offset, column in enumerate(self.columns):
-            col_id = int(column.id) if column.id else offset + 1
+            col_id = int(column.id) if column.id else (column_ids or {}).get(column.name.lower(), offset + 1)
             default = None if column.default is _NO_DEFAULT else column.default
             if isinstance(default, int | float) and not isinstance(default, bool):
                 default = str(default)
@@ -171,6 +172,22 @@ class TableDefinition:
         single_int = len(pk) == 1 and types[pk[0]] in _INT_TYPES
         key: str | list[str] | None = "int" if single_int else (pk or None)
         return tableinfo.table_info(table_id, self.table, cols, pk=key)
+
+
+_RENAME_COLUMN = re.compile(
+    r"(?:RENAME\s+COLUMN\s+`?((?:[^`\s]|``)+)`?\s+TO\s+`?((?:[^`\s]|``)+)`?)"
+    r"|(?:CHANGE\s+(?:COLUMN\s+)?`?((?:[^`\s]|``)+)`?\s+`?((?:[^`\s]|``)+)`?)",
+    re.IGNORECASE,
+)
+
+
+def renamed_columns(query: str) -> list[tuple[str, str]]:
+    """(old, new) names of the columns an ALTER TABLE renames (RENAME COLUMN, CHANGE [COLUMN])."""
+    out = []
+    for found in _RENAME_COLUMN.finditer(query):
+        old, new = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+        out.append((old.replace("``", "`"), new.replace("``", "`")))
+    return out
 
 
 def go_marshal_indent(value: Any) -> str:
