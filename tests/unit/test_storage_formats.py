@@ -379,3 +379,19 @@ def test_bad_canal_json_names_file_and_line() -> None:
             [with_commit_ts(TIFLOW_CANAL_LINES[0].replace('"id":"101"', '"id":"x"'), 5)],
             canal_employee_schema(),
         )
+
+
+def test_updates_of_a_table_without_a_key() -> None:
+    """A multiset needs the old row of an update: canal-json's `old` gives it (DELETE old, PUT new); a CSV
+    `U` row does not, so it is refused naming output-old-value."""
+    cols = columns_from_sql([("k", "INT", {"precision": "11"}), ("v", "VARCHAR", {"precision": "8"})])
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 2).table_info(3))
+    update = {"type": "UPDATE", "isDdl": False, "data": [{"k": "1", "v": "new"}], "old": [{"v": "old"}],
+              "_tidb": {"commitTs": 8}}  # fmt: skip
+    names = [c.name for c in schema.columns]
+    rows = parse_canal_json(json.dumps(update) + "\n", "\n", names, [], "f.json")
+    typed = to_arrow(schema, rows, TextDialect("latin1", True), where="f.json").to_pylist()
+    assert [(r["_tidb_op"], r["k"], r["v"]) for r in typed] == [("DELETE", 1, "old"), ("PUT", 1, "new")]
+    with pytest.raises(InputError, match=r"f.csv:2: an update \(U\) .* output-old-value = true"):
+        parse_csv('"I","t","d",1,1,"a"\n"U","t","d",2,1,"b"\n', CsvOptions(terminator="\n"), names, "f.csv",
+                  keyless=True)  # fmt: skip

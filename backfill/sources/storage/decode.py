@@ -55,16 +55,16 @@ def decode_file(
     if newest:
         content = complete_part(content, fmt.terminator)
     names: list[str] = [c.name for c in schema.columns]
+    keys = [k for k in schema.pk_columns if k in schema.by_name]
     if fmt.protocol == "csv":
         assert fmt.csv is not None
-        rows = parse_csv(content, fmt.csv, names, where)
+        rows = parse_csv(content, fmt.csv, names, where, keyless=schema.pk_kind == "rowid" and not keys)
     else:
         try:
             text = content.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = content.count(b"\n", 0, exc.start) + 1
             raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
-        keys = [k for k in schema.pk_columns if k in schema.by_name]
         rows = parse_canal_json(text, fmt.terminator, names, keys, where)
     rows = rows.within(*window)
     return to_arrow(schema, rows, fmt.dialect, where=where, file_ordinal=ordinal, stats=stats)

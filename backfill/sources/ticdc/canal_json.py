@@ -122,6 +122,8 @@ def _parse_with_arrow(raw: bytes, column_names: Sequence[str], key_names: Sequen
     values = pc.list_flatten(data)
     kind = table.column("type").combine_chunks()
     old = table.column("old").combine_chunks()
+    if not key_names and pc.any(pc.is_valid(old)).as_py():
+        return None  # a multiset's updates: DELETE of the old row + PUT, line by line
     if key_names and pc.any(pc.equal(kind, "UPDATE")).as_py() and old.null_count < len(old):
         before = pc.list_element(old, 0)
         for key in key_names:
@@ -166,7 +168,9 @@ def _parse_lines(
         for position, values in enumerate(message.data):
             op = DELETE if message.type == "DELETE" else PUT
             old = olds[position] if message.type == "UPDATE" and position < len(olds) else None
-            if old is not None and any(k in old and old[k] != values.get(k) for k in key_names):
+            if old is not None and not key_names:  # a multiset: the old row goes, the new one comes
+                _append(rows, index_of, width, {**values, **old}, DELETE, ts, line)
+            elif old is not None and any(k in old and old[k] != values.get(k) for k in key_names):
                 key_values = {k: old.get(k, values.get(k)) for k in key_names}
                 _append(rows, index_of, width, key_values, DELETE, ts, line)
             _append(rows, index_of, width, values, op, ts, line)

@@ -122,12 +122,15 @@ class CsvTokenizer:
         return out
 
 
-def parse_csv(data: bytes | str, options: CsvOptions, column_names: list[str], where: str) -> ParsedRows:
+def parse_csv(
+    data: bytes | str, options: CsvOptions, column_names: list[str], where: str, *, keyless: bool = False
+) -> ParsedRows:
     """The changes in one CSV file of a table with ``column_names`` (its schema file's order).
 
     Files in the usual dialect (one-character delimiter, a quote character, ``\n`` or ``\r\n``) go
     through Arrow's CSV reader; anything else, and any file Arrow finds irregular, through the tokenizer
-    above, which names the line of a problem."""
+    above, which names the line of a problem. ``keyless``: the table has no key, so a ``U`` row (an update
+    without its old row) cannot be applied: an error that names the sink option to set."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     skip = 0
     if options.header and raw:
@@ -136,10 +139,10 @@ def parse_csv(data: bytes | str, options: CsvOptions, column_names: list[str], w
         _check_header(_text(first, where), options, column_names, where)
         raw, skip = raw[len(first) :], 1
     if _arrow_dialect(options):
-        fast = _parse_with_arrow(raw, options, len(column_names), skip)
+        fast = _parse_with_arrow(raw, options, len(column_names), skip, keyless)
         if fast is not None:
             return fast
-    return _parse_lines(_text(raw, where, skip), options, len(column_names), where, skip)
+    return _parse_lines(_text(raw, where, skip), options, len(column_names), where, skip, keyless)
 
 
 def _text(raw: bytes, where: str, skip: int = 0) -> str:
@@ -164,7 +167,9 @@ def _arrow_dialect(options: CsvOptions) -> bool:
     return len(options.delimiter) == 1 and len(options.quote) == 1 and options.terminator in ("\n", "\r\n")
 
 
-def _parse_with_arrow(raw: bytes, options: CsvOptions, width: int, skip: int) -> ParsedRows | None:
+def _parse_with_arrow(
+    raw: bytes, options: CsvOptions, width: int, skip: int, keyless: bool
+) -> ParsedRows | None:
     """Arrow's CSV reader over a whole file; None when the file is not regular (the tokenizer then says
     where): a bad field count, op or commit ts, invalid UTF-8, or line breaks inside values."""
     import io
@@ -193,6 +198,8 @@ def _parse_with_arrow(raw: bytes, options: CsvOptions, width: int, skip: int) ->
     op = table.column(0).combine_chunks()
     if n and not pc.all(pc.is_in(op, pa.array(list(_OPS)))).as_py():
         return None
+    if keyless and pc.any(pc.equal(op, "U")).as_py():
+        return None
     try:
         ts = pc.cast(table.column(3).combine_chunks(), pa.uint64()).cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -205,7 +212,9 @@ def _parse_with_arrow(raw: bytes, options: CsvOptions, width: int, skip: int) ->
     return ParsedRows(ops, ts, lines, values)
 
 
-def _parse_lines(text: str, options: CsvOptions, width: int, where: str, skip: int) -> ParsedRows:
+def _parse_lines(
+    text: str, options: CsvOptions, width: int, where: str, skip: int, keyless: bool = False
+) -> ParsedRows:
     rows = ParsedRows.for_columns(width)
     meta = options.meta_columns
     for number, fields in CsvTokenizer(options).lines(text, where):
@@ -218,6 +227,11 @@ def _parse_lines(text: str, options: CsvOptions, width: int, where: str, skip: i
         op = _OPS.get(fields[0] or "")
         if op is None:
             raise InputError(f"{where}:{line}: operation {fields[0]!r} is not I, U or D")
+        if keyless and fields[0] == "U":
+            raise InputError(
+                f"{where}:{line}: an update (U) of a table without a primary key cannot be applied without "
+                "its old row; set output-old-value = true in the changefeed's [sink.csv]"
+            )
         ts = fields[3]
         if ts is None or not ts.isdigit():
             raise InputError(
