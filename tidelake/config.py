@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 from tidelake.configload import Secret, load_dataclass
 from tidelake.errors import ConfigError
@@ -42,11 +42,47 @@ class JobConfig:
 
 
 @dataclass(frozen=True)
+class StorageSourceConfig:
+    """How a TiCDC storage sink wrote its folder (`source.kind = "ticdc-storage"`): the changefeed's
+    `protocol`, `[sink]` and `[sink.csv]` settings, with `_` for `-`. CSV must carry commit ts."""
+
+    protocol: Literal["csv", "canal-json"] = "csv"
+    date_separator: Literal["none", "year", "month", "day"] = "day"
+    terminator: str = "\r\n"
+    # The changefeed's time zone: TIMESTAMP values are printed in it (a name like Asia/Shanghai, or +08:00).
+    time_zone: str = "UTC"
+    delimiter: str = ","
+    quote: str = '"'
+    null: str = "\\N"
+    binary_encoding: Literal["base64", "hex"] = "base64"
+    output_field_header: bool = False
+    include_commit_ts: bool = True
+    output_old_value: bool = False
+    output_handle_key: bool = False
+
+    def __post_init__(self) -> None:
+        if self.protocol == "csv":
+            self.csv_options()  # validates the CSV settings (ConfigError naming the option)
+
+    def csv_options(self) -> Any:
+        from backfill.sources.ticdc.csv_format import CsvOptions
+
+        return CsvOptions(
+            delimiter=self.delimiter, quote=self.quote, null=self.null, terminator=self.terminator,
+            binary_encoding=self.binary_encoding, header=self.output_field_header,
+            include_commit_ts=self.include_commit_ts, output_old_value=self.output_old_value,
+            output_handle_key=self.output_handle_key,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SourceConfig:
-    """Where the change data is: a folder (any Hadoop file system URI) of incremental-scan captures."""
+    """Where the change data is: a folder (any Hadoop file system URI) of incremental-scan captures
+    (`kv-scan`) or a TiCDC storage sink's prefix (`ticdc-storage`, options in `[source.storage]`)."""
 
     path: str
-    kind: Literal["kv-scan"] = "kv-scan"
+    kind: Literal["kv-scan", "ticdc-storage"] = "kv-scan"
+    storage: StorageSourceConfig = field(default_factory=StorageSourceConfig)
     # Row values that carry TiDB's row checksum (v7.1+) must match it; a mismatch is a data error.
     verify_checksums: bool = True
 

@@ -84,3 +84,19 @@ def upload(spark: SparkSession, local_dir: str, uri: str) -> None:
     jvm.org.apache.hadoop.fs.FileUtil.copy(
         source.getFileSystem(conf), source, target_fs, target, False, True, conf
     )
+
+
+def list_files(spark: SparkSession, uri: str) -> list[FileStatus]:
+    """Every file under a folder, recursively (one listing call per folder on object stores); an absent
+    folder lists as empty."""
+    fs, path = _path(spark, uri)
+    if not fs.exists(path):
+        return []
+    found = []
+    files = fs.listFiles(path, True)
+    while files.hasNext():
+        s = files.next()
+        found.append(
+            FileStatus(str(s.getPath().toString()), str(s.getPath().getName()), False, int(s.getLen()))
+        )
+    return found

@@ -1,0 +1,372 @@
+"""The TiCDC storage-sink source (`source.kind = "ticdc-storage"`): CSV or canal-json files in the folder
+layout of `layout`, read up to the sink's `metadata` checkpoint (`plan`).
+
+Plan (driver): one recursive listing, the root checkpoint, and the schema files of the tracked tables
+(checksums verified); each table version with a query is a DDL barrier. Changes (executors): per (table,
+segment) one Spark read of its files as bytes, decoded file by file in `mapInArrow` (`decode`), then the
+shared collapse (`TypedRowChanges`) shuffles by key. Tables without a primary key are multisets: repeated
+deliveries of a transaction (a changefeed restart writes it again into a later file) are dropped first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from backfill.apply.collapse import LINE
+from backfill.apply.typed_changes import TypedRowChanges
+from backfill.codec import SchemaVersion, TableSchema
+from backfill.codec.errors import CodecError
+from backfill.sources.base import (
+    CheckpointBook,
+    NoWindow,
+    RowChanges,
+    Source,
+    SourceStatus,
+    StageClock,
+    Window,
+)
+from backfill.sources.storage import layout
+from backfill.sources.storage.decode import FileFormat, decode_file
+from backfill.sources.storage.plan import (
+    FileToRead,
+    Piece,
+    SinkListing,
+    TableListing,
+    files_to_read,
+    group_listing,
+    lineages,
+    segment_starts,
+)
+from backfill.sources.ticdc.change_rows import LINE_BITS, output_schema
+from backfill.sources.ticdc.open_schema import fake_table_id
+from backfill.sources.ticdc.schema_file import (
+    ACTION_DROP_SCHEMA,
+    ACTION_DROP_TABLE,
+    ACTION_TRUNCATE_TABLE,
+    ROW_REMOVING_PARTITION_DDL,
+    TableDefinition,
+    read_schema_file,
+    renamed_columns,
+)
+from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
+from tidelake import fs
+from tidelake.conventions import COMMIT_TS, OP
+from tidelake.errors import InputError
+from tidelake.sparkerrors import in_task, input_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tidelake.config import SourceConfig
+
+
+@dataclass(frozen=True)
+class StorageWindow(Window):
+    """A window with the files of each (table, segment) to read."""
+
+    files: Mapping[tuple[int, int], tuple[FileToRead, ...]] | None = None
+
+
+class StorageSource(Source):
+    kind: ClassVar[str] = "ticdc-storage"
+
+    def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
+        self.path = config.path
+        self.patterns = tuple(patterns)
+        options = config.storage
+        self.format = FileFormat(
+            protocol=options.protocol,
+            terminator=options.terminator,
+            csv=options.csv_options() if options.protocol == "csv" else None,
+            time_zone=options.time_zone,
+        )
+        self.extension = layout.EXTENSIONS[options.protocol]
+        self.date_separator = options.date_separator
+
+    # ------------------------------------------------------------------------------------------ plan
+
+    def _checkpoint(self, spark: SparkSession) -> int | None:
+        uri = fs.join(self.path, layout.METADATA)
+        if not fs.exists(spark, uri):
+            return None
+        return layout.parse_metadata(fs.read_text(spark, uri), uri)
+
+    def _listing(self, spark: SparkSession) -> SinkListing:
+        root = fs.qualify(spark, self.path).rstrip("/") + "/"
+        entries = []
+        for status in fs.list_files(spark, root):
+            if not status.path.startswith(root):
+                continue
+            entry = layout.classify(
+                status.path[len(root) :], status.path, self.extension, self.date_separator
+            )
+            if entry is not None:
+                entries.append(entry)
+        return group_listing(entries)
+
+    def plan(
+        self, spark: SparkSession, checkpoints: CheckpointBook, clock: StageClock, until_ts: int | None
+    ) -> StorageWindow | NoWindow:
+        with clock.stage("plan"):
+            storage_ts = self._checkpoint(spark)
+            if storage_ts is None:
+                return NoWindow(None, "no metadata file: the storage sink has not written a checkpoint yet")
+            resolved = storage_ts if until_ts is None else min(storage_ts, until_ts)
+            listing = self._listing(spark)
+            drops = self._database_drops(spark, listing, resolved)
+            for table_listing in listing.tables.values():
+                self._check_data_folders(
+                    table_listing, [f.version for f in table_listing.schema_files], resolved
+                )
+            definitions = {
+                f.path: self._definition(spark, f)
+                for t in listing.tables.values()
+                for f in t.versions_up_to(resolved)
+            }
+            planned = []
+            for chain in lineages(listing, definitions, resolved):
+                if not any(table_matches(self.patterns, t.schema, t.table) for t, _ in chain):
+                    continue
+                recorded = [checkpoints.recorded_at(checkpoints.path(t.schema, t.table)) for t, _ in chain]
+                floor = max((r for r in recorded if r is not None), default=None)
+                found = self._plan_table(spark, chain, definitions, floor, drops.get(chain[-1][0].schema))
+                if found is not None:
+                    planned.append(found)
+            if not planned:
+                return NoWindow(None, "no tracked tables in the storage sink")
+            floors = [floor for _, floor, _, _ in planned]
+            start = min(floors)
+            live = [p for p in planned if p[1] < resolved]
+            if not live:
+                return NoWindow(start, "nothing new")
+
+        tables = tuple(t for t, _, _, _ in live)
+        files = {
+            (i, seg): tuple(fs_) for i, (_, _, per_seg, _) in enumerate(live) for seg, fs_ in per_seg.items()
+        }
+        identities = {i: identity for i, (_, _, _, identity) in enumerate(live)}
+        count = sum(len(v) for v in files.values())
+        return StorageWindow(
+            checkpoint_ts=min(p[1] for p in live),
+            resolved_ts=resolved,
+            tables=tables,
+            floors=tuple(p[1] for p in live),
+            blocked=f"storage sink checkpoint-ts {storage_ts}" if until_ts is None else None,
+            inputs=(f"{count} files",),
+            commit_metadata={"storage_checkpoint_ts": storage_ts, "storage_files": count},
+            identities=identities,
+            files=files,
+        )
+
+    def _database_drops(self, spark: SparkSession, listing: SinkListing, resolved: int) -> dict[str, int]:
+        """Per database, the ts of its newest DROP DATABASE at or below `resolved` (files verified)."""
+        drops: dict[str, int] = {}
+        for file in listing.database_files:
+            if file.version > resolved:
+                continue
+            definition = self._definition(spark, file)
+            if definition.type == ACTION_DROP_SCHEMA:
+                drops[file.schema] = max(drops.get(file.schema, 0), file.version)
+        return drops
+
+    def _definition(self, spark: SparkSession, file: layout.SchemaFile) -> TableDefinition:
+        return read_schema_file(fs.read_text(spark, file.path), file.path.rsplit("/", 1)[-1], file.path)
+
+    def _plan_table(
+        self,
+        spark: SparkSession,
+        chain: Sequence[Piece],
+        definitions: Mapping[str, TableDefinition],
+        recorded: int | None,
+        dropped_at: int | None,
+    ) -> tuple[TrackedTable, int, dict[int, list[FileToRead]], RowIdentity] | None:
+        """(table, floor, files per segment, identity) of one logical table (names joined by renames)."""
+        schema_files = [f for _, files in chain for f in files]
+        if not schema_files:
+            return None
+        where = " → ".join(f"{t.schema}.{t.table}" for t, _ in chain)
+        defs = [definitions[f.path] for f in schema_files]
+        starts = segment_starts(defs)
+        floor = recorded if recorded is not None else schema_files[0].version
+        # Versions at or below the checkpoint matter only from the newest barrier among them.
+        first = max((s for s in starts if schema_files[s].version <= floor), default=0)
+        defs, schema_files = defs[first:], schema_files[first:]
+        starts = [s - first for s in starts if s >= first]
+        versions, segment_of = self._versions(chain[0][0], defs, starts, where)
+        last = versions[-1]
+        if dropped_at is not None and dropped_at > last.finished_ts and last.schema is not None:
+            versions.append(SchemaVersion(dropped_at, None, None, ACTION_DROP_SCHEMA))
+        for definition in defs:
+            if definition.type in ROW_REMOVING_PARTITION_DDL and definition.table_version > floor:
+                raise InputError(
+                    f"{where}: DDL {definition.query!r} (table version {definition.table_version}) removes the "
+                    "rows of partitions, which a storage sink's schema files cannot identify; apply it to "
+                    "the Delta table by hand and restart from a new checkpoint"
+                )
+        version_ts = [f.version for f in schema_files]
+        per_segment: dict[int, list[FileToRead]] = {}
+        ordinal = 0
+        for table_listing, files in chain:
+            own = [f.version for f in files if f.version in version_ts]
+            if not own:
+                continue
+            per_version = files_to_read(
+                table_listing, version_ts, self._indexed(spark, table_listing), floor, ordinal
+            )
+            for version, to_read in per_version.items():
+                if version in own:
+                    per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(to_read)
+                    ordinal = max(ordinal, *(f.ordinal for f in to_read))
+        table = TrackedTable(tuple(versions), schema_files[0].version)
+        newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
+        identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
+        return table, floor, per_segment, identity
+
+    def _versions(
+        self, origin: TableListing, definitions: Sequence[TableDefinition], starts: Sequence[int], where: str
+    ) -> tuple[list[SchemaVersion], list[int]]:
+        """The segments' schema versions, and per table version its segment. The table keeps one id through
+        renames (so a rename moves its rows) and gets a new one at each TRUNCATE TABLE."""
+        versions: list[SchemaVersion] = []
+        table_id = fake_table_id(origin.schema, origin.table)
+        segment_of = []
+        column_ids: dict[str, int] = {}  # by name, so that a dropped column does not shift the others
+        for i, definition in enumerate(definitions):
+            for old, new in renamed_columns(definition.query):
+                if old.lower() in column_ids:
+                    column_ids[new.lower()] = column_ids.pop(old.lower())
+            for column in definition.columns:
+                column_ids.setdefault(column.name.lower(), max(column_ids.values(), default=0) + 1)
+            if i in starts:
+                if definition.type == ACTION_TRUNCATE_TABLE:
+                    table_id = fake_table_id(
+                        definition.schema, f"{definition.table}#{definition.table_version}"
+                    )
+                schema: TableSchema | None = None
+                if definition.type != ACTION_DROP_TABLE:
+                    try:
+                        info = definition.table_info(table_id, column_ids)
+                        schema = TableSchema.from_table_info(info, schema_name=definition.schema)
+                    except (ValueError, CodecError) as exc:
+                        raise InputError(
+                            f"{where}: schema version {definition.table_version}: {exc}"
+                        ) from None
+                versions.append(
+                    SchemaVersion(definition.table_version, schema, None, definition.type or None)
+                )
+            segment_of.append(len(versions) - 1)
+        return versions, segment_of
+
+    def _check_data_folders(self, listing: TableListing, versions: Sequence[int], resolved: int) -> None:
+        for folder in listing.data:
+            if folder.version <= resolved and folder.version not in versions:
+                raise InputError(
+                    f"{fs.join(self.path, folder.schema, folder.table, 'meta')}: no schema file for table "
+                    f"version {folder.version}, which has data files"
+                )
+
+    def _indexed(self, spark: SparkSession, listing: TableListing) -> dict[layout.DataDir, int | None]:
+        return {
+            folder: layout.parse_index(fs.read_text(spark, index.path), index.path)
+            for folder, index in listing.indexes.items()
+        }
+
+    # --------------------------------------------------------------------------------------- changes
+
+    def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
+        assert isinstance(window, StorageWindow) and window.files is not None
+        zero_dates = spark.sparkContext.accumulator(0)
+        frames: dict[tuple[int, int], DataFrame] = {}
+        for (index, segment), files in window.files.items():
+            schema = window.tables[index].versions[segment].schema
+            if schema is None or not files:
+                continue
+            frame = read_files(
+                spark, files, self.format, schema, (window.floors[index], window.resolved_ts), zero_dates
+            )
+            if window.identity(index) is RowIdentity.WHOLE_ROW:
+                frame = one_delivery_per_transaction(frame)
+            frames[(index, segment)] = frame
+        with clock.stage("decode+collapse"), input_errors("storage sink files"):
+            return TypedRowChanges(window, frames, zero_dates=lambda: int(zero_dates.value))
+
+    # ---------------------------------------------------------------------------------------- status
+
+    def status(self, spark: SparkSession) -> SourceStatus:
+        storage_ts = self._checkpoint(spark)
+        listing = self._listing(spark)
+        tables = [f"{s}.{t}" for s, t in listing.tables if table_matches(self.patterns, s, t)]
+        files = sum(len(v) for t in listing.tables.values() for v in t.data.values())
+        description = (
+            f"TiCDC storage sink: checkpoint-ts {storage_ts}, {len(tables)} tables, {files} data files"
+            if storage_ts is not None
+            else "TiCDC storage sink without a metadata file yet"
+        )
+        return SourceStatus(description, storage_ts, {"storage_checkpoint_ts": storage_ts, "tables": len(tables),
+                                                      "data_files": files})  # fmt: skip
+
+
+def read_files(
+    spark: SparkSession,
+    files: Sequence[FileToRead],
+    fmt: FileFormat,
+    schema: TableSchema,
+    window: tuple[int, int],
+    zero_dates: Any = None,
+) -> DataFrame:
+    """The typed changes of `files` (one segment of one table) within `window`, decoded on the executors."""
+    import pyarrow as pa
+
+    from backfill.codec import DecodeStats
+
+    by_path = {f.path: f for f in files}
+    by_name = {_tail(f.path): f for f in files}
+    target = output_schema(schema)
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stats = DecodeStats()
+        for batch in batches:
+            for path, content in zip(
+                batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
+            ):
+                file = by_path.get(path) or by_name[_tail(path)]
+                try:
+                    table = decode_file(content, file.path, fmt, schema, ordinal=file.ordinal, newest=file.newest,
+                                        window=window, stats=stats)  # fmt: skip
+                except InputError as exc:
+                    raise in_task(str(exc)) from None
+                yield from table.cast(target).to_batches()
+        if zero_dates is not None and stats.zero_dates:
+            zero_dates.add(stats.zero_dates)
+
+    ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, `{OP}` STRING, `{COMMIT_TS}` BIGINT, `{LINE}` BIGINT"
+    raw = spark.read.format("binaryFile").load([f.path for f in files])
+    return raw.select("path", "content").mapInArrow(decode, ddl)
+
+
+def one_delivery_per_transaction(changes: DataFrame) -> DataFrame:
+    """A multiset's changes with repeated deliveries dropped: per (row, op, commit ts) as many copies as the
+    file that holds the most of them (a restart writes a transaction again into a later file)."""
+    from pyspark.sql import functions as F
+
+    content = [c for c in changes.columns if c != LINE]
+    quoted = [F.col(_q(c)) for c in content]
+    per_file = changes.groupBy(*quoted, F.shiftright(F.col(LINE), LINE_BITS).alias("_file")).agg(
+        F.count(F.lit(1)).alias("_n"), F.min(LINE).alias(LINE)
+    )
+    most = per_file.groupBy(*quoted).agg(F.max("_n").alias("_n"), F.min(LINE).alias(LINE))
+    return most.select(
+        *quoted, F.col(LINE), F.explode(F.sequence(F.lit(1), F.col("_n"))).alias("_copy")
+    ).drop("_copy")
+
+
+def _tail(path: str) -> str:
+    """The path without its scheme and authority (Spark and Hadoop spell `file:` URIs differently)."""
+    return re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path)
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"

@@ -1,0 +1,220 @@
+"""`backfill run` over TiCDC storage-sink folders written by hand: both protocols, the metadata checkpoint
+as the barrier, both writers' index orders, DDL barriers, at-least-once repeats, multisets, exactly once,
+and bad input (exit 2, the file and line named, every table unchanged)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from backfill.cli import main
+from backfill.run import run_backfill
+from backfill.sources.ticdc.schema_file import ACTION_ADD_COLUMN, ACTION_TRUNCATE_TABLE
+from tests.storage_sink import USERS_COLUMNS, SinkFolder, canal_line, csv_line
+from tidelake import delta
+from tidelake.config import load_config
+
+pytestmark = pytest.mark.spark
+
+WIDER = (*USERS_COLUMNS, ("email", "VARCHAR", {"precision": "64"}))
+
+
+def config(tmp_path: Path, protocol: str = "csv", extra: str = "") -> Path:
+    path = tmp_path / "job.toml"
+    path.write_text(
+        f'[job]\nname = "sink"\n[source]\nkind = "ticdc-storage"\npath = "{tmp_path / "sink"}"\n'
+        f'[source.storage]\nprotocol = "{protocol}"\n{extra}[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    return path
+
+
+def run(spark, conf: Path):
+    return run_backfill(spark, load_config(conf))
+
+
+def rows(spark, tmp_path: Path, table: str = "users") -> list[tuple]:
+    frame = spark.read.format("delta").load(str(tmp_path / "wh" / "app" / table))
+    return sorted(tuple(r) for r in frame.collect())
+
+
+def version(spark, tmp_path: Path, table: str = "users") -> int:
+    return delta.table_version(spark, str(tmp_path / "wh" / "app" / table))
+
+
+def test_csv_window_index_orders_ddl_barrier_and_exactly_once(spark, tmp_path) -> None:
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema(
+        "users", 100, query="CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(32), score INT)", action=3
+    )
+    sink.data(
+        "users", 100, 1, csv_line("I", "users", 110, 1, "a", 10) + csv_line("I", "users", 110, 2, "b", 20)
+    )
+    # tiflow: the index names file 3 before it exists; ticdc: file 2 exists before its index names it.
+    sink.data("users", 100, 2, csv_line("U", "users", 120, 1, "a2", 11) + csv_line("D", "users", 130, 2, "b", 20),
+              index=False)  # fmt: skip
+    sink.index(tmp_path / "sink" / "app" / "users" / "100", "CDC000003.csv")
+    sink.schema(
+        "users", 150, WIDER, query="ALTER TABLE users ADD COLUMN email VARCHAR(64)", action=ACTION_ADD_COLUMN
+    )
+    sink.data("users", 150, 1, csv_line("I", "users", 160, 3, "c", 30, "c@x") + csv_line("U", "users", 170, 1, "a3", 12, None)
+              + csv_line("I", "users", 260, 4, "late", 40, "l@x"))  # fmt: skip
+    sink.checkpoint(200)
+    conf = config(tmp_path)
+    result = run(spark, conf)
+    assert result.resolved_ts == 200
+    assert rows(spark, tmp_path) == [(1, "a3", 12, None, 170), (3, "c", 30, "c@x", 160)]
+    [outcome] = result.tables
+    assert outcome.ddl_steps == 1
+    before = version(spark, tmp_path)
+    run(spark, conf)  # a rerun: nothing new below the checkpoint
+    assert version(spark, tmp_path) == before
+    # A restart re-writes 160..260 into a new, empty-query version (not a DDL), then the checkpoint moves on.
+    sink.schema("users", 240, WIDER)
+    sink.data(
+        "users",
+        240,
+        1,
+        csv_line("I", "users", 260, 4, "late", 40, "l@x") + csv_line("D", "users", 280, 3, "c", 30, "c@x"),
+    )
+    sink.checkpoint(300)
+    second = run(spark, conf)
+    assert second.tables[0].ddl_steps == 0
+    assert rows(spark, tmp_path) == [(1, "a3", 12, None, 170), (4, "late", 40, "l@x", 260)]
+    assert delta.recorded_txn_version(spark, str(tmp_path / "wh" / "app" / "users"), "tidelake:sink") == 300
+
+
+def test_canal_json_partitions_dates_dispatchers_and_repeats(spark, tmp_path) -> None:
+    sink = SinkFolder(tmp_path / "sink", ".json", width=20)
+    sink.schema("users", 100)
+    ins = canal_line("INSERT", "users", 110, {"id": 1, "name": "a", "score": 1})
+    upd = canal_line(
+        "UPDATE", "users", 120, {"id": 5, "name": "moved", "score": 2}, {"id": 1, "name": "a", "score": 1}
+    )
+    sink.data("users", 100, 1, ins, pid=71, date="2024-05-01")
+    sink.data("users", 100, 1, upd + canal_line("INSERT", "users", 130, {"id": 9, "name": "z\u00e9", "score": None}),
+              pid=72, date="2024-05-01", dispatcher="d-1")  # fmt: skip
+    # The same transactions again in later files (a restart wrote them twice): one change each.
+    sink.data("users", 100, 1, ins + upd, pid=72, date="2024-05-02", dispatcher="d-2")
+    sink.checkpoint(150)
+    run(spark, config(tmp_path, "canal-json", 'date_separator = "day"\n'))
+    assert rows(spark, tmp_path) == [(5, "moved", 2, 120), (9, "z\u00e9", None, 130)]
+
+
+def test_a_table_without_a_key_is_a_multiset_without_repeated_deliveries(spark, tmp_path) -> None:
+    keyless = (("k", "INT", {"precision": "11"}), ("v", "VARCHAR", {"precision": "8"}))
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema("events", 100, keyless)
+    txn = (
+        csv_line("I", "events", 110, 1, "x")
+        + csv_line("I", "events", 110, 1, "x")
+        + csv_line("I", "events", 120, 2, "y")
+    )
+    sink.data("events", 100, 1, txn)
+    sink.data("events", 100, 2, txn + csv_line("D", "events", 130, 1, "x"))  # 110 and 120 delivered again
+    sink.checkpoint(200)
+    run(spark, config(tmp_path))
+    assert Counter(r[1:3] for r in rows(spark, tmp_path, "events")) == Counter({(1, "x"): 1, (2, "y"): 1})
+
+
+def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema("users", 100)
+    sink.data(
+        "users", 100, 1, csv_line("I", "users", 110, 1, "a", 1) + csv_line("I", "users", 115, 2, "b", 2)
+    )
+    sink.schema("users", 120, query="TRUNCATE TABLE users", action=ACTION_TRUNCATE_TABLE)
+    sink.data("users", 120, 1, csv_line("I", "users", 130, 3, "c", 3))
+    # The rename's schema file lands under the new name; rows after it too.
+    sink.schema("people", 135, query="RENAME TABLE `app`.`users` TO `app`.`people`", action=14)
+    sink.data("people", 135, 1, csv_line("I", "people", 137, 4, "d", 4))
+    sink.checkpoint(140)
+    conf = config(tmp_path)
+    run(spark, conf)
+    assert rows(spark, tmp_path, "people") == [(3, "c", 3, 130), (4, "d", 4, 137)]
+    assert not (tmp_path / "wh" / "app" / "users").exists()
+    # Column ids follow names: dropping a middle column keeps `score` where it was, a renamed one moves.
+    after = (USERS_COLUMNS[0], ("points", "INT", {"precision": "11"}))
+    sink.schema("people", 145, after, query="ALTER TABLE people DROP COLUMN name, RENAME COLUMN score TO points",
+                action=ACTION_ADD_COLUMN)  # fmt: skip
+    sink.checkpoint(146)
+    run(spark, conf)
+    assert rows(spark, tmp_path, "people") == [(3, 3, 130), (4, 4, 137)]
+    sink.schema("people", 150, query="DROP TABLE people", action=4)
+    sink.checkpoint(160)
+    run(spark, conf)
+    assert not (tmp_path / "wh" / "app" / "people").exists()
+
+
+@pytest.fixture
+def landed(spark, tmp_path):
+    """A sink whose first window landed in two tables."""
+    sink = SinkFolder(tmp_path / "sink")
+    for table in ("users", "other"):
+        sink.schema(table, 100)
+        sink.data(table, 100, 1, csv_line("I", table, 110, 1, "a", 1))
+    sink.checkpoint(150)
+    conf = config(tmp_path)
+    assert main(["run", "--config", str(conf)]) == 0
+    return sink, conf, {t: version(spark, tmp_path, t) for t in ("users", "other")}
+
+
+def fails(conf: Path, capsys, *needles: str) -> None:
+    assert main(["run", "--config", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.mark.parametrize(
+    ("damage", "needles"),
+    [
+        ("malformed", ("CDC000002.csv:2", "malformed CSV")),
+        ("columns", ("CDC000002.csv:1", "5 fields, expected 7")),
+        ("checksum", ("schema_100_0000000001.json", "checksum mismatch")),
+        ("no-schema", ("no schema file for table version 100",)),
+    ],
+)
+def test_bad_input_exits_2_naming_the_place_and_leaves_tables_unchanged(
+    spark, tmp_path, landed, capsys, damage, needles
+) -> None:
+    sink, conf, before = landed
+    sink.data("other", 100, 2, csv_line("I", "other", 160, 2, "b", 2))
+    good = csv_line("I", "users", 170, 3, "c", 3)
+    if damage == "malformed":
+        sink.data("users", 100, 2, good + '"I","users","app",171,4,"unterminated\r\n')
+    elif damage == "columns":
+        sink.data("users", 100, 2, '"I","users","app",171,4\r\n')
+    else:
+        sink.data("users", 100, 2, good)
+        meta = tmp_path / "sink" / "app" / "users" / "meta"
+        schema_file = next(meta.iterdir())
+        if damage == "checksum":
+            schema_file.rename(meta / "schema_100_0000000001.json")
+        else:
+            schema_file.unlink()
+    sink.checkpoint(200)
+    fails(conf, capsys, *needles)
+    assert {t: version(spark, tmp_path, t) for t in ("users", "other")} == before
+
+
+def test_canal_json_that_does_not_parse_names_file_and_line(spark, tmp_path, capsys) -> None:
+    sink = SinkFolder(tmp_path / "sink", ".json")
+    sink.schema("users", 100)
+    sink.data(
+        "users",
+        100,
+        1,
+        canal_line("INSERT", "users", 110, {"id": 1, "name": "a", "score": 1}) + "{not json\r\n",
+    )
+    sink.checkpoint(150)
+    fails(config(tmp_path, "canal-json"), capsys, "CDC000001.json:2", "not JSON")
+    assert not (tmp_path / "wh" / "app" / "users").exists()
+
+
+def test_status_reports_the_sink_checkpoint(spark, tmp_path, landed, capsys) -> None:
+    _, conf, _ = landed
+    assert main(["status", "--config", str(conf), "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoint-ts 150" in out or '"newest_scan_ts": 150' in out, out

@@ -1,0 +1,397 @@
+"""TiCDC's storage-sink formats, from TiCDC's own tests: schema-file checksums (tiflow
+table_definition_test.go), CSV lines (csv_decoder_test.go, csv_message_test.go and the real outputs of
+the csv_storage_update_pk integration tests) and canal-json lines (canal_json_txn_event_decoder_test.go)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from backfill.codec import TableSchema
+from backfill.sources.ticdc.canal_json import parse_canal_json
+from backfill.sources.ticdc.change_rows import to_arrow
+from backfill.sources.ticdc.csv_format import CsvOptions, CsvTokenizer, parse_csv
+from backfill.sources.ticdc.schema_file import (
+    TableColumn,
+    TableDefinition,
+    columns_from_sql,
+    definition_json,
+    parse_schema_file_name,
+    read_schema_file,
+    schema_file_name,
+)
+from backfill.sources.ticdc.text_values import TextDialect
+from tidelake.errors import InputError
+
+pytestmark = pytest.mark.unit
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "ticdc_storage"
+
+
+def tiflow_table_def() -> TableDefinition:
+    """`generateTableDef()` of tiflow's table_definition_test.go, as FromTableInfo writes it."""
+    columns = (
+        TableColumn("Id", "INT", default=10, precision="11", nullable="false", is_pk="true"),
+        TableColumn("LastName", "VARCHAR", default="Default LastName", precision="128", nullable="false"),
+        TableColumn("FirstName", "VARCHAR", default="Default FirstName", precision="64"),
+        TableColumn("Birthday", "DATETIME", default=12345678),
+    )
+    return TableDefinition("table1", "schema1", 1, 100, "", 0, columns, 4)
+
+
+def test_schema_file_checksums_match_tiflow_vectors() -> None:
+    assert schema_file_name(tiflow_table_def()) == "schema_100_3752767265.json"
+    database = TableDefinition("", "schema1", 1, 100, "", 0, (), 0)
+    assert schema_file_name(database) == "schema_100_3233644819.json"
+    # The checksum ignores column order (tiflow TestTableDefinitionSum32), query, type and table version.
+    d = tiflow_table_def()
+    shuffled = TableDefinition(d.table, d.schema, 1, 7, "ALTER TABLE x", 5, d.columns[::-1], 4)
+    assert shuffled.checksum() == d.checksum()
+
+
+def test_schema_file_round_trips_and_a_wrong_checksum_names_the_file() -> None:
+    d = tiflow_table_def()
+    text = definition_json(d)
+    assert json.loads(text)["TableColumns"][0] == {
+        "ColumnName": "Id", "ColumnType": "INT", "ColumnDefault": 10, "ColumnPrecision": "11",
+        "ColumnNullable": "false", "ColumnIsPk": "true",
+    }  # fmt: skip
+    assert read_schema_file(text, "schema_100_3752767265.json", "x/meta/schema_100_3752767265.json") == d
+    with pytest.raises(InputError, match=r"x/meta/schema_100_0000000001.json: checksum mismatch"):
+        read_schema_file(text, "schema_100_0000000001.json", "x/meta/schema_100_0000000001.json")
+    with pytest.raises(InputError, match="TableVersion 100 differs from the name's 101"):
+        read_schema_file(text, "schema_101_3752767265.json", "f")
+    with pytest.raises(InputError, match="f: schema file is not JSON"):
+        read_schema_file("{", "schema_100_3752767265.json", "f")
+    assert parse_schema_file_name("schema_100_3752767265.json") == (100, 3752767265)
+    assert parse_schema_file_name("schema_100_375276726.json") is None
+
+
+def test_schema_file_types_map_to_kv_scan_delta_types() -> None:
+    cols = columns_from_sql([
+        ("a", "INT UNSIGNED", {"precision": "10", "is_pk": "true", "nullable": "false"}),
+        ("b", "BIGINT UNSIGNED", {"precision": "20"}),
+        ("c", "DECIMAL", {"precision": "12", "scale": "2"}),
+        ("d", "VARBINARY", {"precision": "16"}),
+        ("e", "DATETIME", {"scale": "3"}),
+        ("f", "TIMESTAMP", {}),
+        ("g", "ENUM", {"elems": "x,y"}),
+        ("h", "SET", {}),
+        ("i", "BIT", {"precision": "12"}),
+        ("j", "YEAR", {"precision": "4"}),
+        ("k", "TIME", {}),
+        ("l", "TEXT", {"precision": "65535"}),
+        ("m", "BLOB", {"precision": "65535"}),
+        ("n", "DECIMAL", {"precision": "65", "scale": "4"}),
+        ("o", "JSON", {}),
+        ("p", "TINYINT", {"precision": "4"}),
+        ("q", "DOUBLE", {"precision": "22"}),
+    ])  # fmt: skip
+    schema = TableSchema.from_table_info(
+        TableDefinition("t", "d", 1, 1, "", 0, cols, len(cols)).table_info(9)
+    )
+    assert [c.spark_type for c in schema.columns] == [
+        "BIGINT", "DECIMAL(20,0)", "DECIMAL(12,2)", "BINARY", "TIMESTAMP_NTZ", "TIMESTAMP", "STRING", "STRING",
+        "BINARY", "SMALLINT", "STRING", "STRING", "BINARY", "STRING", "STRING", "TINYINT", "DOUBLE",
+    ]  # fmt: skip
+    assert schema.pk_kind == "int" and schema.pk_columns == ("a",)
+    assert schema.by_name["g"].elems == ("x", "y") and schema.by_name["i"].flen == 12
+    keyless = TableDefinition("t", "d", 1, 1, "", 0, cols[1:3], 2).table_info(9)
+    assert TableSchema.from_table_info(keyless).pk_kind == "rowid"
+    two = columns_from_sql(
+        [("a", "VARCHAR", {"precision": "8", "is_pk": "true"}), ("b", "INT", {"is_pk": "true"})]
+    )
+    assert TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, two, 2).table_info(9)).pk_columns == (
+        "a", "b",
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ CSV
+
+
+def employee_schema(pk: bool = False) -> TableSchema:
+    """`hr.employee(Id int, LastName varchar(255), FirstName varchar(255), HireDate date, OfficeLocation ...)`."""
+    cols = columns_from_sql([
+        ("Id", "INT", {"precision": "11", **({"is_pk": "true", "nullable": "false"} if pk else {})}),
+        ("LastName", "VARCHAR", {"precision": "255"}),
+        ("FirstName", "VARCHAR", {"precision": "255"}),
+        ("HireDate", "DATE", {}),
+        ("OfficeLocation", "VARCHAR", {"precision": "255"}),
+    ])  # fmt: skip
+    return TableSchema.from_table_info(
+        TableDefinition("employee", "hr", 1, 1, "", 0, cols, 5).table_info(7), schema_name="hr"
+    )
+
+
+def decode_csv(text: str, schema: TableSchema, options: CsvOptions, where: str = "f.csv") -> list[dict]:
+    rows = parse_csv(text, options, [c.name for c in schema.columns], where)
+    dialect = TextDialect(options.binary_encoding, False, "UTC")
+    return to_arrow(schema, rows, dialect, where=where).to_pylist()
+
+
+def test_tiflow_csv_decoder_fixture() -> None:
+    text = (
+        '"I","employee","hr",433305438660591626,101,"Smith","Bob","2014-06-04","New York"\n'
+        '"U","employee","hr",433305438660591627,101,"Smith","Bob","2015-10-08","Los Angeles"\n'
+        '"D","employee","hr",433305438660591629,101,"Smith","Bob","2017-03-13","Dallas"\n'
+        '"I","employee","hr",433305438660591630,102,"Alex","Alice","2017-03-14","Shanghai"\n'
+        '"U","employee","hr",433305438660591630,102,"Alex","Alice","2018-06-15","Beijing"\n'
+    )
+    rows = decode_csv(text, employee_schema(), CsvOptions(terminator="\n"))
+    assert [
+        (r["_tidb_op"], r["_tidb_commit_ts"], r["_tidb_line"], r["Id"], r["OfficeLocation"]) for r in rows
+    ] == [
+        ("PUT", 433305438660591626, 1, 101, "New York"),
+        ("PUT", 433305438660591627, 2, 101, "Los Angeles"),
+        ("DELETE", 433305438660591629, 3, 101, "Dallas"),
+        ("PUT", 433305438660591630, 4, 102, "Shanghai"),
+        ("PUT", 433305438660591630, 5, 102, "Beijing"),
+    ]
+    assert rows[0]["HireDate"] == dt.date(2014, 6, 4) and rows[0]["_tidb_rowid"] is None
+
+
+@pytest.mark.parametrize(
+    ("options", "line", "fields"),
+    [
+        (CsvOptions(terminator="\n"), '"I","table1","test",435661838416609281,123,"hello,world"\n',
+         ["I", "table1", "test", "435661838416609281", "123", "hello,world"]),
+        (CsvOptions(delimiter="!", quote="", terminator="\n"), "U!table2!test!435661838416609281!a\\!b\\!c!def\n",
+         ["U", "table2", "test", "435661838416609281", "a!b!c", "def"]),
+        (CsvOptions(delimiter="!", quote="", terminator="\n", output_old_value=True, output_handle_key=True),
+         "D!table2!test!435661838416609281!true!1!a\\!b\\!c!abc\nI!table2!test!435661838416609281!true!1!a\\!b\\!c!def\n",
+         ["D", "table2", "test", "435661838416609281", "true", "1", "a!b!c", "abc",
+          "I", "table2", "test", "435661838416609281", "true", "1", "a!b!c", "def"]),
+        (CsvOptions(delimiter="[*]", quote="", terminator="\r\n"), "D[*]table4[*]test[*]1[*]a\\[\\*\\]b\\[\\*\\]c[*]def\r\n",
+         ["D", "table4", "test", "1", "a[*]b[*]c", "def"]),
+        (CsvOptions(delimiter="[*]", quote="'", terminator="\n"),
+         "'I'[*]'table5'[*]'test'[*]1[*]'a[*]b[*]c'[*]'def'[*]\\N[*]12345.678\n",
+         ["I", "table5", "test", "1", "a[*]b[*]c", "def", None, "12345.678"]),
+        (CsvOptions(quote="", terminator="\n"), "U,table6,test,435661838416609281,a\\\\b\\\\c,def\\n\n",
+         ["U", "table6", "test", "435661838416609281", "a\\b\\c", "def\n"]),
+        (CsvOptions(quote="'", terminator="\n"), "'I','table7','test',1,'\\','\\\r','\\\\'\n",
+         ["I", "table7", "test", "1", "\\", "\\\r", "\\\\"]),
+        (CsvOptions(delimiter="\t", terminator="\n"),
+         '"D"\t"table8"\t"test"\t435661838416609281\t"a\tb"\t123.456\t"你好，世界"\n',
+         ["D", "table8", "test", "435661838416609281", "a\tb", "123.456", "你好，世界"]),
+        (CsvOptions(), '"I","t","d",1,"say ""hi""","\\N",\\N\r\n', ["I", "t", "d", "1", 'say "hi"', "\\N", None]),
+    ],
+)  # fmt: skip
+def test_tiflow_csv_message_vectors_tokenize(options: CsvOptions, line: str, fields: list) -> None:
+    """csv_message_test.go TestCSVMessageEncode outputs read back; a quoted \\N is text, a bare one NULL."""
+    found = [f for _, fs in CsvTokenizer(options).lines(line, "f") for f in fs]
+    assert found == fields
+
+
+def final_state(rows: list[dict], key: tuple[str, ...]) -> dict:
+    """The shared collapse rule in plain Python: per key the last by (commit ts, PUT over DELETE, line)."""
+    last: dict = {}
+    for r in rows:
+        k = tuple(r[c] for c in key)
+        order = (r["_tidb_commit_ts"], r["_tidb_op"] == "PUT", r["_tidb_line"])
+        if k not in last or order > last[k][0]:
+            last[k] = (order, r)
+    return {k: r for k, (_, r) in last.items() if r["_tidb_op"] == "PUT"}
+
+
+@pytest.mark.parametrize("clustering", ["clustered", "nonclustered"])
+@pytest.mark.parametrize("changefeed", [1, 2, 3, 4])
+def test_csv_storage_update_pk_results_reach_the_upstream_state(clustering: str, changefeed: int) -> None:
+    """tiflow's csv_storage_update_pk integration outputs (PK swaps in one txn, split D/D/I/I, single-row key
+    moves, plain updates; changefeeds 2 and 4 with output-old-value) end in run.sql's final tables."""
+    folder = DATA / f"csv_storage_update_pk_{clustering}"
+    options = CsvOptions(terminator="\n", output_old_value=changefeed in (2, 4))
+    pk = columns_from_sql([("id", "INT", {"precision": "11", "is_pk": "true", "nullable": "false"}),
+                           ("pad", "VARCHAR", {"precision": "100", "nullable": "false"})])  # fmt: skip
+    uk = columns_from_sql([("id", "INT", {"precision": "11", "is_pk": "true", "nullable": "false"}),
+                           ("uk", "INT", {"precision": "11", "nullable": "false"}),
+                           ("pad", "VARCHAR", {"precision": "100", "nullable": "false"})])  # fmt: skip
+    for name, cols, expected in [
+        ("pk", pk, {1: ("example2",), 2: ("example1",), 30: ("example10",), 40: ("example20",),
+                    200: ("example100",), 1000: ("example1001",)}),
+        ("uk", uk, {1: (2, "example1"), 2: (1, "example2"), 10: (30, "example10"), 20: (40, "example20"),
+                    100: (200, "example100"), 1000: (1000, "example1001")}),
+    ]:  # fmt: skip
+        text = (folder / f"changefeed{changefeed}_{name}.res").read_text()
+        text = "".join(line + "\n" for line in text.splitlines() if line.strip() and not line.startswith("#"))
+        schema = TableSchema.from_table_info(
+            TableDefinition(f"update_{name}", "test", 1, 1, "", 0, cols, len(cols)).table_info(5),
+            schema_name="test",
+        )
+        rows = decode_csv(text, schema, options)
+        state = final_state(rows, ("id",))
+        if (clustering, changefeed, name) == ("nonclustered", 3, "pk"):
+            # The test's own DIFF_RES: raw `U` rows without old values cannot delete the old keys.
+            expected = {**expected, 10: ("example10",), 20: ("example20",), 100: ("example100",)}
+        assert {
+            k[0]: tuple(v for c, v in r.items() if c in ("uk", "pad")) for k, r in state.items()
+        } == expected
+
+
+def test_csv_options_values_and_header() -> None:
+    cols = columns_from_sql([
+        ("id", "BIGINT", {"precision": "20", "is_pk": "true", "nullable": "false"}),
+        ("b", "VARBINARY", {"precision": "8"}), ("f", "DOUBLE", {"precision": "22"}),
+        ("e", "ENUM", {"elems": "x,y"}), ("s", "SET", {"elems": "p,q"}), ("bit", "BIT", {"precision": "12"}),
+        ("ts", "TIMESTAMP", {"scale": "6"}), ("u", "BIGINT UNSIGNED", {"precision": "20"}),
+        ("d", "DECIMAL", {"precision": "6", "scale": "2"}), ("t", "TIME", {}), ("dt", "DATETIME", {}),
+    ])  # fmt: skip
+    schema = TableSchema.from_table_info(
+        TableDefinition("t", "d", 1, 1, "", 0, cols, len(cols)).table_info(3)
+    )
+    options = CsvOptions(
+        delimiter="|", quote="'", null="NULL", terminator="\n", binary_encoding="hex", header=True
+    )
+    text = (
+        "ticdc-meta$operation|ticdc-meta$table|ticdc-meta$schema|ticdc-meta$commit-ts|id|b|f|e|s|bit|ts|u|d|t|dt\n"
+        "'I'|'t'|'d'|5|1|'00ff'|1e+21|'y'|'p,q'|4095|'2024-01-02 03:04:05.123456'|18446744073709551615|'-1.50'|"
+        "'-838:59:59'|'0000-00-00 00:00:00'\n"
+        "'D'|'t'|'d'|6|1|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL|NULL\n"
+    )
+    rows = parse_csv(text, options, [c.name for c in schema.columns], "f.csv")
+    table = to_arrow(schema, rows, TextDialect("hex", False, "+08:00"), where="f.csv")
+    first = table.to_pylist()[0]
+    assert first["b"] == b"\x00\xff" and first["f"] == 1e21 and (first["e"], first["s"]) == ("y", "p,q")
+    assert first["bit"] == b"\x0f\xff" and first["u"] == Decimal(18446744073709551615)
+    assert first["ts"] == dt.datetime(2024, 1, 1, 19, 4, 5, 123456, tzinfo=dt.UTC)
+    assert first["d"] == Decimal("-1.50") and first["t"] == "-838:59:59" and first["dt"] is None
+    assert [r["_tidb_line"] for r in table.to_pylist()] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('"I","employee","hr",1,101,"Smith","Bob","2014-06-04"\n', "f.csv:1: 8 fields, expected 9"),
+        ('"I","employee","hr",1,101,"Smith","Bob","2014-06-04","NY"\n"I","e","hr",2,"x\n',
+         "f.csv:2: malformed CSV"),
+        ('"I","employee","hr",1,101,"Smith","Bob","2014-06-04","NY"\n"X","e","hr",2,1,"a","b","2014-06-04","c"\n',
+         "f.csv:2: operation 'X' is not I, U or D"),
+        ('"I","employee","hr","Smith","Bob","2014-06-04","NY","a","b"\n', "include-commit-ts = true"),
+        ('"I","employee","hr",1,oops,"Smith","Bob","2014-06-04","NY"\n', "f.csv:1: column 'Id': 'oops' is not an integer"),
+        ('"I","employee","hr",1,1,"Smith","Bob","2014/06/04","NY"\n', "f.csv:1: column 'HireDate': '2014/06/04' is not a date"),
+        ('"I","employee","hr",1,1,"Smith","Bob","2014-06-04","NY"', "f.csv:1: the file ends inside a line"),
+    ],
+)  # fmt: skip
+def test_bad_csv_names_file_and_line(text: str, message: str) -> None:
+    with pytest.raises(InputError) as err:
+        decode_csv(text, employee_schema(), CsvOptions(terminator="\n"))
+    assert message in str(err.value)
+
+
+def test_csv_without_commit_ts_is_refused_naming_the_sink_option() -> None:
+    with pytest.raises(ValueError, match="include-commit-ts = true"):
+        CsvOptions(include_commit_ts=False)
+
+
+# ----------------------------------------------------------------------------------------- canal-json
+
+# tiflow canal_json_txn_event_decoder_test.go TestCanalJSONBatchDecoderWithTerminator: INSERT, UPDATE, DELETE.
+TIFLOW_CANAL_LINES = (DATA / "tiflow_canal_json_txn_decoder.jsonl").read_text().splitlines()
+
+
+def canal_employee_schema() -> TableSchema:
+    cols = columns_from_sql([
+        ("id", "INT", {"precision": "11", "is_pk": "true", "nullable": "false"}),
+        ("LastName", "VARCHAR", {"precision": "255"}), ("FirstName", "VARCHAR", {"precision": "255"}),
+        ("HireDate", "DATE", {}), ("OfficeLocation", "VARCHAR", {"precision": "255"}),
+    ])  # fmt: skip
+    return TableSchema.from_table_info(
+        TableDefinition("employee", "test", 1, 1, "", 0, cols, 5).table_info(7)
+    )
+
+
+def decode_canal(lines: list[str], schema: TableSchema, terminator: str = "\n") -> list[dict]:
+    names = [c.name for c in schema.columns]
+    rows = parse_canal_json(
+        terminator.join(lines) + terminator, terminator, names, schema.pk_columns, "f.json"
+    )
+    return to_arrow(schema, rows, TextDialect("latin1", True, "UTC"), where="f.json").to_pylist()
+
+
+def with_commit_ts(line: str, ts: int) -> str:
+    doc = json.loads(line)
+    doc["_tidb"] = {"commitTs": ts}
+    return json.dumps(doc, ensure_ascii=False)
+
+
+def test_tiflow_canal_json_lines_need_the_tidb_extension() -> None:
+    with pytest.raises(InputError, match=r"f.json:1: no _tidb.commitTs; .*enable-tidb-extension=true"):
+        decode_canal(TIFLOW_CANAL_LINES, canal_employee_schema())
+    lines = [with_commit_ts(line, ts) for line, ts in zip(TIFLOW_CANAL_LINES, (10, 20, 30), strict=True)]
+    rows = decode_canal(lines, canal_employee_schema(), "\r\n")
+    assert [
+        (r["_tidb_op"], r["_tidb_commit_ts"], r["id"], r["HireDate"], r["OfficeLocation"]) for r in rows
+    ] == [
+        ("PUT", 10, 101, dt.date(2014, 6, 4), "New York"),
+        ("PUT", 20, 101, dt.date(2015, 10, 8), "Los Angeles"),
+        ("DELETE", 30, 101, dt.date(2015, 10, 8), "Los Angeles"),
+    ]
+
+
+def test_canal_json_values_as_ticdc_writes_them() -> None:
+    cols = columns_from_sql([
+        ("id", "INT", {"precision": "11", "is_pk": "true", "nullable": "false"}),
+        ("b", "BLOB", {"precision": "65535"}), ("e", "ENUM", {"elems": "x,y,z"}), ("s", "SET", {"elems": "p,q,r"}),
+        ("e2", "ENUM", {}), ("bit", "BIT", {"precision": "3"}), ("f", "FLOAT", {"precision": "12"}),
+    ])  # fmt: skip
+    schema = TableSchema.from_table_info(
+        TableDefinition("t", "d", 1, 1, "", 0, cols, len(cols)).table_info(3)
+    )
+    data = {"id": "1", "b": "\u0000\u00ff\u0080a", "e": "2", "s": "5", "e2": "3", "bit": "5", "f": "0.000001"}
+    moved = {"id": "2", "b": None, "e": "1", "s": "0", "e2": "1", "bit": "0", "f": "1"}
+    line = {"type": "INSERT", "isDdl": False, "data": [data], "old": None, "_tidb": {"commitTs": 7}}
+    update = {
+        "type": "UPDATE",
+        "isDdl": False,
+        "data": [moved],
+        "old": [{"id": "1"}],
+        "_tidb": {"commitTs": 8},
+    }
+    ddl = {"type": "ALTER", "isDdl": True, "sql": "ALTER TABLE t ADD COLUMN x INT", "_tidb": {"commitTs": 9}}
+    rows = decode_canal([json.dumps(line), json.dumps(update), json.dumps(ddl)], schema)
+    assert rows[0]["b"] == b"\x00\xff\x80a" and (rows[0]["e"], rows[0]["s"], rows[0]["e2"]) == (
+        "y",
+        "p,r",
+        "3",
+    )
+    assert rows[0]["bit"] == b"\x05" and rows[0]["f"] == pytest.approx(1e-6)
+    # An update that moves the key: the old key's DELETE, then the new row's PUT (same ts and line).
+    assert [(r["_tidb_op"], r["id"], r["_tidb_commit_ts"], r["_tidb_line"]) for r in rows[1:]] == [
+        ("DELETE", 1, 8, 2), ("PUT", 2, 8, 2),
+    ]  # fmt: skip
+    assert rows[2]["s"] == "" and rows[2]["e"] == "x"
+
+
+def test_bad_canal_json_names_file_and_line() -> None:
+    good = with_commit_ts(TIFLOW_CANAL_LINES[0], 5)
+    with pytest.raises(InputError, match=r"f.json:2: not JSON"):
+        decode_canal([good, '{"type": "INSERT", "data": [{'], canal_employee_schema())
+    bad_column = with_commit_ts(
+        TIFLOW_CANAL_LINES[0].replace('"OfficeLocation":"New York"', '"Office":"New York"'), 5
+    )
+    with pytest.raises(InputError, match=r"f.json:1: column 'Office' is not in the table's schema file"):
+        decode_canal([bad_column], canal_employee_schema())
+    with pytest.raises(InputError, match=r"f.json:1: column 'id': 'x' is not an integer"):
+        decode_canal(
+            [with_commit_ts(TIFLOW_CANAL_LINES[0].replace('"id":"101"', '"id":"x"'), 5)],
+            canal_employee_schema(),
+        )
+
+
+def test_updates_of_a_table_without_a_key() -> None:
+    """A multiset needs the old row of an update: canal-json's `old` gives it (DELETE old, PUT new); a CSV
+    `U` row does not, so it is refused naming output-old-value."""
+    cols = columns_from_sql([("k", "INT", {"precision": "11"}), ("v", "VARCHAR", {"precision": "8"})])
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 2).table_info(3))
+    update = {"type": "UPDATE", "isDdl": False, "data": [{"k": "1", "v": "new"}], "old": [{"v": "old"}],
+              "_tidb": {"commitTs": 8}}  # fmt: skip
+    names = [c.name for c in schema.columns]
+    rows = parse_canal_json(json.dumps(update) + "\n", "\n", names, [], "f.json")
+    typed = to_arrow(schema, rows, TextDialect("latin1", True), where="f.json").to_pylist()
+    assert [(r["_tidb_op"], r["k"], r["v"]) for r in typed] == [("DELETE", 1, "old"), ("PUT", 1, "new")]
+    with pytest.raises(InputError, match=r"f.csv:2: an update \(U\) .* output-old-value = true"):
+        parse_csv('"I","t","d",1,1,"a"\n"U","t","d",2,1,"b"\n', CsvOptions(terminator="\n"), names, "f.csv",
+                  keyless=True)  # fmt: skip
