@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB, temporary warehouses."""
+"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB and Kafka broker, temporary
+warehouses."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import MariaDBServer
+from tests.servers import KafkaBroker, MariaDBServer
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +49,11 @@ def mariadb_url(request: pytest.FixtureRequest) -> str:
     if "TIDELAKE_TEST_MYSQL_URL" in os.environ:
         return os.environ["TIDELAKE_TEST_MYSQL_URL"]
     return request.getfixturevalue("mariadb").url
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real Kafka broker (KRaft) on 127.0.0.1 for this run, from the jars `dev/setup.sh --test` caches."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()
