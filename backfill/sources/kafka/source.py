@@ -38,6 +38,7 @@ from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, 
 from tidelake import delta, fs
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
+from tidelake.tso import ts_to_datetime
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -258,14 +259,41 @@ class KafkaSource(Source):
 
     def status(self, spark: SparkSession) -> SourceStatus:
         partitions = broker.list_offsets(spark, self.config)
-        details = {
-            "partitions": [
-                {"topic": t, "partition": p, "earliest_offset": o.earliest, "latest_offset": o.latest}
-                for (t, p), o in sorted(partitions.items())
-            ]
-        }
         where = self.config.topic if self.config.topic is not None else f"/{self.config.topic_pattern}/"
-        return SourceStatus(f"Kafka topic {where}: {len(partitions)} partitions", None, details)
+        return SourceStatus(
+            f"Kafka {self.config.bootstrap_servers} topic {where}: {len(partitions)} partitions",
+            None,
+            {"partitions": len(partitions)},
+        )
+
+    def progress(self, spark: SparkSession, checkpoints: CheckpointBook) -> Mapping[str, Any]:
+        """Per partition: the offsets the brokers keep, where the next run reads from, the messages
+        waiting, the watermark the job recorded; and the partition whose watermark holds the job back."""
+        partitions = broker.list_offsets(spark, self.config)
+        start = progress.run_start(self._table_records(spark, checkpoints), partitions)
+        _, done = progress.completeness(partitions, start.watermarks, {})
+        rows = []
+        for (topic, partition), kept in sorted(partitions.items()):
+            mark = start.watermarks.get((topic, partition))
+            rows.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "earliest_offset": kept.earliest,
+                    "latest_offset": kept.latest,
+                    "next_offset": start.offsets[(topic, partition)],
+                    "waiting_messages": max(0, kept.latest - start.offsets[(topic, partition)]),
+                    "watermark": mark,
+                    "watermark_time": ts_to_datetime(mark).isoformat(timespec="milliseconds")
+                    if mark
+                    else None,
+                }
+            )
+        held = None
+        if done.holding is not None:
+            topic, partition = done.holding
+            held = f"topic {topic!r} partition {partition} (watermark {done.resolved_ts})"
+        return {"partitions": rows, "resolved_ts": done.resolved_ts or None, "held_back_by": held}
 
 
 def typed_rows(
