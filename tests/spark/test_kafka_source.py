@@ -6,6 +6,7 @@ exactly once, also when more messages arrive between runs."""
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,36 @@ def test_runs_between_arrivals_reach_each_resolved_point_and_equal_kv_scan(
             theirs = spark.read.format("delta").load(str(table))
             assert ours.schema == theirs.schema, table
             assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table
+
+
+def test_ddl_events_are_barriers_with_a_schema_folder(spark, kafka_broker, tmp_path):
+    """Online DDLs (add/drop column, truncate, rename, partitions, ...) with the schema history given as
+    a folder (the first capture's TableInfo plus every DDL job): each DDL is applied once every partition
+    passed it, rows before it keep the old schema; the end state is the simulator's."""
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))
+    scans = load_index(out)
+    schema = tmp_path / "schema"
+    schema.mkdir()
+    first = out / "scans" / scans[0]["scan_id"] / "schema"
+    (schema / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
+    jobs: dict[int, str] = {}
+    for scan in scans:
+        path = out / "scans" / scan["scan_id"] / "schema" / "ddl_jobs.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            jobs.setdefault(json.loads(line)["id"], line)
+    assert jobs, "the workload must hold DDL jobs"
+    (schema / "ddl_jobs.jsonl").write_text("".join(f"{line}\n" for line in jobs.values()))
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="table", partitions=3, restarts=1)
+    publish(open_protocol_messages(out, feed), kafka_broker.bootstrap, partitions=3)
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
+        f'bootstrap_servers = "{kafka_broker.bootstrap}"\ntopic = "{topic}"\nschema = "{schema}"\n'
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    result = run_backfill(spark, load_config(conf))
+    assert result.resolved_ts == scans[-1]["resolved_ts"], result.to_dict()
+    assert sum(t.ddl_steps for t in result.tables) > 0
+    assert warehouse_differences(spark, tmp_path / "wh", out, scans[-1]["scan_id"]) == []
