@@ -148,3 +148,49 @@ def test_ddl_events_are_barriers_with_a_schema_folder(spark, kafka_broker, tmp_p
     assert result.resolved_ts == scans[-1]["resolved_ts"], result.to_dict()
     assert sum(t.ddl_steps for t in result.tables) > 0
     assert warehouse_differences(spark, tmp_path / "wh", out, scans[-1]["scan_id"]) == []
+
+
+def test_without_a_schema_folder_the_schema_is_inferred_and_only_the_lossy_types_differ(
+    spark, kafka_broker, sim, tmp_path
+):
+    """Open-protocol messages carry type codes and flags only: DECIMAL(p,s) becomes its text, ENUM and
+    SET their numbers, BIT(n) 8 bytes (README). Every other column, and every key, matches."""
+    from backfill.codec.schema import ColumnKind
+    from backfill.simulate import load_expected
+
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="default", partitions=3, restarts=1)
+    publish(open_protocol_messages(sim, feed), kafka_broker.bootstrap, partitions=3)
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
+        f'bootstrap_servers = "{kafka_broker.bootstrap}"\ntopic = "{topic}"\n'
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    result = run_backfill(spark, load_config(conf))
+    last = load_index(sim)[-1]
+    assert result.resolved_ts == last["resolved_ts"]
+    lossy = {ColumnKind.DECIMAL, ColumnKind.ENUM, ColumnKind.SET, ColumnKind.BIT}
+    schemas = {(s.schema_name, s.name): s for s in _first_capture_schemas(sim)}
+    for (db, name), want in load_expected(sim, last["scan_id"]).items():
+        kept = [
+            c
+            for c in want.column_names
+            if c not in {x.name for x in schemas[(db, name)].columns if x.kind in lossy}
+        ]
+        got = spark.read.format("delta").load(str(tmp_path / "wh" / db / name)).toArrow()
+        assert sorted(map(repr, got.select(kept).to_pylist())) == sorted(
+            map(repr, want.select(kept).to_pylist())
+        )
+        assert len(kept) < len(want.column_names) or name == "events"
+
+
+def _first_capture_schemas(sim: Path):
+    from backfill.codec import TableSchema
+    from backfill.sources.kvscan.format import parse_tables_jsonl
+
+    path = sim / "scans" / load_index(sim)[0]["scan_id"] / "schema" / "tables.jsonl"
+    return [
+        TableSchema.from_table_info(doc.table_info, schema_name=doc.schema_name)
+        for doc in parse_tables_jsonl(path.read_text(), str(path))
+    ]
