@@ -169,3 +169,29 @@ def test_status_shows_partitions_offsets_and_watermarks(spark, kafka_broker, sim
     assert any(p["waiting_messages"] for p in parts)
     assert doc["resolved_ts"] == last
     assert f"topic '{topic}' partition 0" in doc["held_back_by"]
+
+
+def test_a_handle_key_only_message_fails_without_an_upstream(
+    spark, kafka_broker, sim, tmp_path, landed, capsys
+):
+    """TiCDC's large-message handling may send only the handle columns; the full row must be fetched
+    upstream, which is not configured here: a clear error, nothing written."""
+    conf, topic, before = landed
+    last = load_index(sim)[-1]["resolved_ts"]
+    offset = latest_offset(kafka_broker, topic, 1)
+    value = b'{"u": {"id": {"t": 8, "f": 10, "v": 104}}}'
+    row = KafkaMessage(
+        topic,
+        1,
+        frame([key_json(last + 10, "shop", "orders", handle_only=True)], version=True),
+        frame([value], version=False),
+    )
+    publish(
+        [row, resolved(topic, 0, last + 20), resolved(topic, 1, last + 20)],
+        kafka_broker.bootstrap,
+        partitions=2,
+    )
+    fails(
+        conf, capsys, f"topic '{topic}' partition 1 offset {offset}", "handle-key-only event of shop.orders"
+    )
+    assert versions(spark, tmp_path / "wh") == before
