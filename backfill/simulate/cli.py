@@ -9,6 +9,7 @@ from rich.table import Table
 
 from backfill.simulate.config import SimulationConfig, SimulationResult
 from backfill.simulate.engine import simulate
+from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
 from tidelake.errors import ConfigError, TidelakeError
 from tidelake.output import emit
 from tidelake.tso import format_ts
@@ -17,11 +18,12 @@ from tidelake.tso import format_ts
 class SimulationReport:
     """What ``backfill simulate`` prints: one row per scan, then the counters."""
 
-    def __init__(self, result: SimulationResult) -> None:
+    def __init__(self, result: SimulationResult, published: dict[str, Any] | None = None) -> None:
         self.result = result
+        self.published = published
 
     def to_dict(self) -> dict[str, Any]:
-        return self.result.to_dict()
+        return self.result.to_dict() | ({"kafka": self.published} if self.published else {})
 
     def render(self, console: Console) -> None:
         r = self.result
@@ -41,6 +43,12 @@ class SimulationReport:
         console.print(table)
         if r.mysql_applied:
             console.print("MariaDB/MySQL now holds the expected state of the last scan.")
+        if self.published:
+            p = self.published
+            console.print(
+                f"published {p['messages']:,} open-protocol messages to topic {p['topic']!r} "
+                f"({p['partitions']} partitions, {p['dispatcher']} dispatcher) at {p['bootstrap']}"
+            )
 
 
 def simulate_command(
@@ -52,13 +60,16 @@ def simulate_command(
     txns: int = 300,
     scans: int = 3,
     mysql: str | None = None,
+    kafka: str | None = None,
+    feed: Changefeed | None = None,
     as_json: bool = False,
 ) -> int:
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
         config = SimulationConfig(
-            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql_url=mysql
-        )
+            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, mysql_url=mysql,
+            ticdc_changelog=kafka is not None,
+        )  # fmt: skip
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
     try:
@@ -75,5 +86,16 @@ def simulate_command(
                 f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}"
             ) from None
         raise
-    emit(SimulationReport(result), as_json)
+    published = None
+    if kafka is not None:
+        feed = feed or Changefeed()
+        try:
+            sent = publish(open_protocol_messages(out, feed), kafka, partitions=feed.partitions)
+        except Exception as exc:  # confluent-kafka's errors: an unreachable broker, a refused topic
+            raise TidelakeError(f"simulate: publishing to Kafka at {kafka} failed: {exc}") from None
+        published = {
+            "bootstrap": kafka, "topic": feed.topic, "partitions": feed.partitions,
+            "dispatcher": feed.dispatcher, "messages": sum(sent.values()),
+        }  # fmt: skip
+    emit(SimulationReport(result, published), as_json)
     return 0

@@ -194,3 +194,21 @@ def _first_capture_schemas(sim: Path):
         TableSchema.from_table_info(doc.table_info, schema_name=doc.schema_name)
         for doc in parse_tables_jsonl(path.read_text(), str(path))
     ]
+
+
+def test_backfill_simulate_publishes_to_a_broker(kafka_broker, tmp_path, capsys):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from backfill.cli import main
+
+    topic = f"cli-{next(_topics)}"
+    args = ["simulate", "--out", str(tmp_path / "sim"), "--tables", "2", "--rows", "5", "--txns", "20"]
+    args += ["--kafka", kafka_broker.bootstrap, "--kafka-topic", topic, "--kafka-partitions", "2", "--json"]
+    assert main(args) == 0
+    published = json.loads(capsys.readouterr().out)["kafka"]
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "tidelake-tests"})
+    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)]
+    consumer.close()
+    assert published["messages"] == sum(ends) > 0 and all(ends)
+    assert main([*args[:2], str(tmp_path / "sim2"), *args[3:9], "--dispatcher", "nope"]) == 2
+    assert "dispatcher" in capsys.readouterr().err
