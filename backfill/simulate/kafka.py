@@ -227,10 +227,17 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
 
 
 def publish(
-    messages: Iterable[KafkaMessage], bootstrap: str, *, partitions: int, timeout_s: float = 60.0
+    messages: Iterable[KafkaMessage],
+    bootstrap: str,
+    *,
+    partitions: int,
+    kafka_compression: str = "none",
+    timeout_s: float = 60.0,
 ) -> dict[tuple[str, int], int]:
-    """Send ``messages`` to the broker at ``bootstrap`` in their order (one in flight per partition, so
-    each partition keeps the order TiCDC sent), creating a missing topic with ``partitions`` partitions.
+    """Send ``messages`` to the broker at ``bootstrap`` in their order (idempotent producer: each
+    partition keeps the order TiCDC sent), creating a missing topic with ``partitions`` partitions.
+    ``kafka_compression`` is Kafka's own record-batch codec (gzip, snappy, lz4, zstd), which consumers
+    undo; the open protocol's value compression is the changefeed's (``Changefeed.compression``).
     Returns the messages sent per (topic, partition). Needs confluent-kafka (the dev extra)."""
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -238,7 +245,13 @@ def publish(
     conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
     admin = AdminClient(conf)
     producer = Producer(
-        {**conf, "enable.idempotence": True, "linger.ms": 5, "message.max.bytes": 16 * 1024 * 1024}
+        {
+            **conf,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.max.bytes": 16 * 1024 * 1024,
+            "compression.type": kafka_compression,
+        }
     )
     sent: dict[tuple[str, int], int] = {}
     failures: list[str] = []

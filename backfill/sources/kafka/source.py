@@ -114,6 +114,28 @@ class KafkaSource(Source):
             if any(end > begin for begin, end in ranges.values()):
                 records = broker.read_records(spark, self.config, ranges)
                 events = decode_events(records, self.config.compression).persist()
+        try:
+            return self._window(checkpoints, clock, until_ts, start, ranges, existing, events)
+        except BaseException:
+            if events is not None:
+                events.unpersist()
+            raise
+
+    def _window(
+        self,
+        checkpoints: CheckpointBook,
+        clock: StageClock,
+        until_ts: int | None,
+        start: progress.Start,
+        ranges: Mapping[broker.TopicPartition, tuple[int, int]],
+        existing: Sequence[TableRecord],
+        events: DataFrame | None,
+    ) -> KafkaWindow | NoWindow:
+        """The window the read events allow: watermarks, resolved ts, tables, next offsets."""
+        spark = checkpoints.spark
+        partitions = list(ranges)
+        ends = {tp: end for tp, (_, end) in ranges.items()}
+        with clock.stage("read"), input_errors("Kafka messages"):
             plan = _survey(events)
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
         resolved_ts = done.resolved_ts if until_ts is None else min(done.resolved_ts, until_ts)
