@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from backfill.simulate.world import World
 
 CHANGELOG_PATH = Path("ticdc") / "changes.pkl"
+MEMO_RECORDS = 10_000  # the pickle memo is cleared after this many records: reader and writer alike
 
 
 class ChangeLog:
@@ -42,7 +43,7 @@ class ChangeLog:
     def _add(self, record: tuple[Any, ...]) -> None:
         self._pickler.dump(record)
         self.count += 1
-        if self.count % 10_000 == 0:
+        if self.count % MEMO_RECORDS == 0:
             self._pickler.clear_memo()
 
     def row(
@@ -86,9 +87,12 @@ class ChangeLog:
 
 def read_changelog(path: Path) -> Iterator[tuple[Any, ...]]:
     with path.open("rb") as f:
-        up = pickle.Unpickler(f)
+        count = 0
         while True:
+            if count % MEMO_RECORDS == 0:  # the writer cleared its memo here: so must the reader
+                up = pickle.Unpickler(f)
             try:
                 yield up.load()
             except EOFError:
                 return
+            count += 1

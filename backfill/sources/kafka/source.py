@@ -19,6 +19,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from backfill.apply.collapse import LINE
 from backfill.codec import DecodeStats, SchemaVersion, TableSchema
 from backfill.sources.base import (
     CheckpointBook,
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
     from tidelake.config import KafkaSourceConfig, SourceConfig
 
-LINE = "_tidb_line"
 _EVENTS_DDL = (
     "topic STRING, partition INT, offset BIGINT, index INT, type TINYINT, ts BIGINT, schema STRING, "
     "table STRING, row_id BIGINT, physical_id BIGINT, handle_only BOOLEAN, claim_check STRING, "
@@ -268,9 +268,11 @@ class KafkaSource(Source):
                     high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
                     if high <= low:
                         continue
-                    raw[(index, seg)] = typed_rows(
-                        window.events, version.schema, low, high, window.time_zone, zero_dates
-                    )
+                    rows = typed_rows(window.events, version.schema, low, high, window.time_zone, zero_dates)
+                    if window.identity(index) is RowIdentity.WHOLE_ROW:
+                        # No key: a re-sent change is told from the original by content, ts and op alone.
+                        rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
+                    raw[(index, seg)] = rows
         with clock.stage("collapse"), input_errors("Kafka messages"):
             changes = TypedRowChanges(window, raw, zero_dates=lambda: int(zero_dates.value))
         if window.events is not None:
