@@ -92,3 +92,15 @@ def test_the_global_resolved_ts_is_the_lowest_partition_watermark():
 
 def test_the_next_run_reads_again_from_the_first_message_above_the_resolved_ts():
     assert next_offsets({P0: 100, P1: 80}, {P0: 61}) == {P0: 61, P1: 80}
+
+
+def test_topics_by_name_or_pattern():
+    from backfill.sources.kafka.broker import matching_topics
+    from tidelake.config import KafkaSourceConfig
+
+    topics = ["cdc-a", "cdc-b", "other", "__consumer_offsets", "cdc-a-retry"]
+    by_name = KafkaSourceConfig(bootstrap_servers="b:9092", topic="cdc-a")
+    assert matching_topics(topics, by_name) == ["cdc-a"]
+    assert matching_topics(["x"], by_name) == []
+    pattern = KafkaSourceConfig(bootstrap_servers="b:9092", topic_pattern="cdc-[a-z]")
+    assert matching_topics(topics, pattern) == ["cdc-a", "cdc-b"]  # the whole name must match

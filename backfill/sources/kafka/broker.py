@@ -65,7 +65,7 @@ def list_offsets(spark: SparkSession, config: KafkaSourceConfig) -> dict[TopicPa
     try:
         timeout = jvm.java.time.Duration.ofSeconds(config.timeout_seconds)
         topics = consumer.listTopics(timeout)
-        wanted = _matching_topics(list(topics.keySet()), config)
+        wanted = matching_topics(list(topics.keySet()), config)
         if not wanted:
             what = config.topic if config.topic is not None else f"matching /{config.topic_pattern}/"
             raise InputError(f"{where}: no topic {what}")
@@ -87,7 +87,7 @@ def list_offsets(spark: SparkSession, config: KafkaSourceConfig) -> dict[TopicPa
         consumer.close()
 
 
-def _matching_topics(topics: list[str], config: KafkaSourceConfig) -> list[str]:
+def matching_topics(topics: list[str], config: KafkaSourceConfig) -> list[str]:
     if config.topic is not None:
         return [config.topic] if config.topic in topics else []
     assert config.topic_pattern is not None
