@@ -11,6 +11,7 @@ import typer
 
 from tidelake.cli import IntervalOption, LogFormatOption, NotBuiltYet, QuietOption, configure_output, run_app
 from tidelake.config import TidelakeConfig, load_config
+from tidelake.errors import ConfigError
 from tidelake.output import DEFAULT_INTERVAL, emit, progress
 from tidelake.spark import session_for
 
@@ -130,14 +131,33 @@ def simulate(
             " repeat for both.",
         ),
     ] = None,
+    kafka: Annotated[
+        str | None,
+        typer.Option("--kafka", help="host:port of a Kafka broker to publish the changefeed's messages to."),
+    ] = None,
+    kafka_topic: Annotated[str, typer.Option("--kafka-topic", help="Topic (created if missing).")] = (
+        "tidelake-open"
+    ),
+    kafka_partitions: Annotated[
+        int, typer.Option("--kafka-partitions", help="Partitions of a new topic.")
+    ] = 3,
+    dispatcher: Annotated[
+        str, typer.Option("--dispatcher", help="TiCDC partition dispatcher: default, table, index-value, ts.")
+    ] = "default",
     as_json: JsonOption = False,
 ) -> int:
-    """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state."""
+    """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state;
+    with --kafka also publish it as a TiCDC changefeed's open-protocol messages."""
     from backfill.simulate.cli import simulate_command
+    from backfill.simulate.kafka import Changefeed
 
+    try:
+        feed = Changefeed(topic=kafka_topic, partitions=kafka_partitions, dispatcher=dispatcher)
+    except ValueError as exc:
+        raise ConfigError(f"simulate: {exc}") from None
     return simulate_command(
         out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, ddls_per_scan=ddls_per_scan,
-        mysql=mysql, storage_sinks=storage_sink or (), as_json=as_json,
+        mysql=mysql, storage_sinks=storage_sink or (), kafka=kafka, feed=feed, as_json=as_json,
     )  # fmt: skip
 
 

@@ -80,7 +80,7 @@ class RunResult:
             )  # fmt: skip
         console.print(table)
         stages = ", ".join(f"{k} {v:.2f}s" for k, v in self.stage_seconds.items())
-        console.print(f"captures: {', '.join(self.scans) or '-'}")
+        console.print(f"read: {', '.join(self.scans) or '-'}")
         console.print(f"time per stage: {stages}")
         if self.zero_dates:
             console.print(f"zero dates written as NULL: {self.zero_dates}")

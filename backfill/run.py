@@ -26,7 +26,7 @@ def qualified(spark: SparkSession, config: TidelakeConfig) -> TidelakeConfig:
     are relative to the working directory)."""
     return replace(
         config,
-        source=replace(config.source, path=fs.qualify(spark, config.source.path)),
+        source=replace(config.source, path=config.source.path and fs.qualify(spark, config.source.path)),
         target=replace(config.target, warehouse=fs.qualify(spark, config.target.warehouse)),
     )
 

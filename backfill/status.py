@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ class StatusResult:
     tables: list[TableStatus] = field(default_factory=list)
     source_description: str = ""
     held_back: list[dict[str, Any]] = field(default_factory=list)
+    progress: Mapping[str, Any] = field(default_factory=dict)  # Source.progress: e.g. Kafka partitions
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +67,7 @@ class StatusResult:
                 for t in self.tables
             ],
             "held_back": self.held_back,
+            **({"source_progress": dict(self.progress)} if self.progress else {}),
         }
 
     def render(self, console: Console) -> None:
@@ -83,9 +86,20 @@ class StatusResult:
                 f"{lag:.3f}s" if lag is not None else "-",
             )
         console.print(table)
-        console.print(
-            f"newest complete scan reaches {self.newest_scan_ts} ({_utc(self.newest_scan_ts) or '-'})"
-        )
+        if self.newest_scan_ts is not None or not self.progress:
+            console.print(
+                f"newest complete scan reaches {self.newest_scan_ts} ({_utc(self.newest_scan_ts) or '-'})"
+            )
+        rows = self.progress.get("partitions") or []
+        if rows:
+            parts = Table(title="input partitions")
+            for name in rows[0]:
+                parts.add_column(name.replace("_", " "), justify="left" if name == "topic" else "right")
+            for row in rows:
+                parts.add_row(*("-" if v is None else str(v) for v in row.values()))
+            console.print(parts)
+        if self.progress.get("held_back_by"):
+            console.print(f"the global resolved ts is held back by {self.progress['held_back_by']}")
         for held in self.held_back:
             live = held.get("physical_id") is not None and held.get("retired_at") is None
             console.print(
@@ -101,14 +115,16 @@ def table_status(spark: SparkSession, config: TidelakeConfig) -> StatusResult:
     from backfill.run import qualified
 
     config = qualified(spark, config)
-    source = open_source(config.source, config.target.tables).status(spark)
+    reader = open_source(config.source, config.target.tables)
+    source = reader.status(spark)
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
+    progress = reader.progress(spark, book)
     tables = [
         TableStatus(db, name, book.path(db, name), delta.table_version(spark, book.path(db, name)), recorded)
         for db, name, recorded in book.existing()
     ]
     return StatusResult(
-        config.job.name, config.source.path, config.target.warehouse, source.newest_ts,
+        config.job.name, config.source.path or source.description, config.target.warehouse, source.newest_ts,
         source.details.get("complete_scans", 0), tables, source.description,
-        list(source.details.get("held_back", [])),
+        list(source.details.get("held_back", [])), progress,
     )  # fmt: skip

@@ -2,8 +2,8 @@
 # Set up tidelake on a new machine (Python 3.11, JDK 17, Maven): a virtual environment with the pinned
 # packages in .venv/, and the JVM packages for spark.jars in .cache/jars/. Safe and fast to rerun.
 #   dev/setup.sh          what the demo and the jobs need
-#   dev/setup.sh --test   also the MariaDB server (Debian package mariadb-server) the integration tests start,
-#                         and headless Chromium (Debian package chromium) that renders reconcile's HTML report
+#   dev/setup.sh --test   also what the tests start: the MariaDB server (Debian package mariadb-server) and
+#                         an Apache Kafka broker (KRaft, jars from Maven Central into .cache/kafka/)
 set -euo pipefail
 with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
@@ -36,7 +36,9 @@ cache_jars() {  # cache_jars POM DIR [MAVEN_ARGS...]
   [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ] && return 0
   echo "setup: fetching JVM packages into $dir" >&2
   rm -rf "$dir" && mkdir -p "$dir"
-  mvn -q -f "$pom" dependency:copy-dependencies -DoutputDirectory="$root/$dir" -DincludeScope=runtime "$@"
+  # Spark's parent POM names repositories besides Maven Central: the settings send every download there.
+  mvn -q -s dev/maven-settings.xml -f "$pom" dependency:copy-dependencies -DoutputDirectory="$root/$dir" \
+      -DincludeScope=runtime "$@"
   echo "$want" > "$dir/.stamp"
 }
 jars=.cache/jars
@@ -44,7 +46,9 @@ cache_jars dev/jars/pom.xml "$jars" \
   -DexcludeGroupIds=org.scala-lang,org.antlr,io.netty,org.apache.httpcomponents,commons-codec,commons-logging,org.slf4j
 # S3Proxy (a real S3 API server on 127.0.0.1) for the tests and the demo with its s3 flag; never on spark.jars.
 cache_jars dev/s3proxy/pom.xml .cache/s3proxy
-# 3. MariaDB for the integration tests (the test set-up starts its own server from this package), and
+# 3. The Kafka broker the tests start (tests/servers.py), from its own pom: never on spark.jars.
+if [ "$with_tests" = 1 ]; then cache_jars dev/kafka/pom.xml .cache/kafka; fi
+# 4. MariaDB for the integration tests (the test set-up starts its own server from this package), and
 #    Chromium, in which a test opens reconcile's HTML report.
 if [ "$with_tests" = 1 ]; then
   wanted=()

@@ -1,4 +1,5 @@
-"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB, a local S3 server, temporary
+"""Shared fixtures: one SparkSession per test run, a throwaway MariaDB and Kafka broker, a local S3
+server, temporary
 warehouses."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers import MariaDBServer
+from tests.servers import KafkaBroker, MariaDBServer
 from tidelake.s3local import LocalS3Server
 
 
@@ -57,3 +58,11 @@ def local_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3Server
     """A real S3 API server (S3Proxy, filesystem backend) on 127.0.0.1 for this run, stopped after it."""
     with LocalS3Server(tmp_path_factory.mktemp("s3")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """A real Kafka broker (KRaft) on 127.0.0.1 for this run, from the jars `dev/setup.sh --test` caches."""
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
+    yield broker
+    broker.stop()

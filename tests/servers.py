@@ -158,3 +158,72 @@ class SparkStandalone:
     def stop(self) -> None:
         for process in reversed(self.processes):
             stop(process)
+
+
+def kafka_home() -> Path:
+    """Folder of the Kafka broker jars that `dev/setup.sh --test` caches (override with TIDELAKE_KAFKA)."""
+    from tidelake.config import PROJECT_ROOT
+
+    return Path(os.environ.get("TIDELAKE_KAFKA", PROJECT_ROOT / ".cache" / "kafka"))
+
+
+CLUSTER_ID = "dGlkZWxha2UtdGVzdHMtMQ"  # any 16 bytes, base64 without padding
+
+
+@dataclass
+class KafkaBroker:
+    """One Apache Kafka broker in KRaft mode (broker and controller in one JVM) on 127.0.0.1, its log
+    folder formatted in `base`; topics are created by the tests, never automatically."""
+
+    base: Path
+    port: int = field(default_factory=free_port)
+    controller_port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> KafkaBroker:
+        home = kafka_home()
+        if not any(home.glob("kafka_2.13-*.jar")):
+            raise RuntimeError(f"no Kafka broker in {home}: run `dev/setup.sh --test` (it caches one)")
+        props = self.base / "server.properties"
+        props.write_text(
+            "\n".join([
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={self.base / 'logs'}",
+                "num.partitions=1",
+                "auto.create.topics.enable=false",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+                "log.retention.check.interval.ms=1000",
+                "log.segment.delete.delay.ms=0",
+                "",
+            ])
+        )  # fmt: skip
+        java = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-cp", f"{home}/*"]
+        subprocess.run(
+            [*java, "kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c", str(props)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        log = self.base / "broker.log"
+        self.process = subprocess.Popen(
+            [*java, f"-Dkafka.logs.dir={self.base}", "kafka.Kafka", str(props)],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_for_port(self.port, 60, self.process, log)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)

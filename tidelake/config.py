@@ -41,6 +41,55 @@ class JobConfig:
         return app_id(self.name)
 
 
+_TIME_ZONE_OFFSET = re.compile(r"^[+-]\d{2}:\d{2}$")
+
+
+@dataclass(frozen=True)
+class KafkaSourceConfig:
+    """A TiCDC changefeed's Kafka topic (`source.kind = "ticdc-kafka"`), read in batches by offsets."""
+
+    bootstrap_servers: str
+    topic: str | None = None
+    topic_pattern: str | None = None  # a Java regex; the matching topics are read together
+    protocol: Literal["open-protocol"] = "open-protocol"
+    # The changefeed's `large-message-handle-compression`: row and DDL values are compressed with it.
+    compression: Literal["none", "snappy", "lz4"] = "none"
+    time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it
+    # A folder with tables.jsonl (+ ddl_jobs.jsonl), as in a kv-scan capture's schema/: exact types, ENUM
+    # and SET names. Without it the schema is inferred from the messages (README: what is lost).
+    schema: str | None = None
+    # Extra Kafka consumer settings (security.protocol, sasl.*, ...), given to Spark as `kafka.<name>`.
+    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout_seconds: int = 30  # for metadata and offset requests to the brokers
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ValueError("bootstrap_servers must name at least one host:port")
+        if (self.topic is None) == (self.topic_pattern is None):
+            raise ValueError("give exactly one of topic and topic_pattern")
+        if self.topic_pattern is not None:
+            try:
+                re.compile(self.topic_pattern)
+            except re.error as exc:
+                raise ValueError(f"topic_pattern {self.topic_pattern!r}: {exc}") from None
+        if not _TIME_ZONE_OFFSET.match(self.time_zone):
+            import zoneinfo
+
+            try:
+                zoneinfo.ZoneInfo(self.time_zone)
+            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"time_zone {self.time_zone!r} is not a zone name or +HH:MM") from None
+        if self.timeout_seconds < 1:
+            raise ValueError(f"timeout_seconds must be at least 1, got {self.timeout_seconds}")
+        for name in self.options:
+            if name.startswith("kafka."):
+                raise ValueError(f"options: give {name!r} without the 'kafka.' prefix")
+
+    def __repr__(self) -> str:  # options may hold credentials (sasl.jaas.config)
+        where = self.topic if self.topic is not None else f"/{self.topic_pattern}/"
+        return f"KafkaSourceConfig(bootstrap_servers={self.bootstrap_servers!r}, topic={where!r})"
+
+
 @dataclass(frozen=True)
 class StorageSourceConfig:
     """How a TiCDC storage sink wrote its folder (`source.kind = "ticdc-storage"`): the changefeed's
@@ -78,13 +127,21 @@ class StorageSourceConfig:
 @dataclass(frozen=True)
 class SourceConfig:
     """Where the change data is: a folder (any Hadoop file system URI) of incremental-scan captures
-    (`kv-scan`) or a TiCDC storage sink's prefix (`ticdc-storage`, options in `[source.storage]`)."""
+    (`kv-scan`), a TiCDC storage sink's prefix (`ticdc-storage`, options in `[source.storage]`), or a
+    TiCDC changefeed's Kafka topic (`ticdc-kafka`, `[source.kafka]`)."""
 
-    path: str
-    kind: Literal["kv-scan", "ticdc-storage"] = "kv-scan"
+    path: str = ""
+    kind: Literal["kv-scan", "ticdc-storage", "ticdc-kafka"] = "kv-scan"
     storage: StorageSourceConfig = field(default_factory=StorageSourceConfig)
+    kafka: KafkaSourceConfig | None = None
     # Row values that carry TiDB's row checksum (v7.1+) must match it; a mismatch is a data error.
     verify_checksums: bool = True
+
+    def __post_init__(self) -> None:
+        if self.kind == "ticdc-kafka" and self.kafka is None:
+            raise ValueError('kind = "ticdc-kafka" needs a [source.kafka] table')
+        if self.kind != "ticdc-kafka" and not self.path:
+            raise ValueError(f"kind = {self.kind!r} needs a path")
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from backfill.simulate.config import SimulationConfig, SimulationResult
 from backfill.simulate.engine import simulate
+from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
 from backfill.simulate.storage_sink import StorageSink
 from tidelake.errors import ConfigError, TidelakeError
 from tidelake.output import emit
@@ -19,12 +20,15 @@ from tidelake.tso import format_ts
 class SimulationReport:
     """What ``backfill simulate`` prints: one row per scan, then the counters."""
 
-    def __init__(self, result: SimulationResult, storage: Sequence[str] = ()) -> None:
+    def __init__(
+        self, result: SimulationResult, storage: Sequence[str] = (), published: dict[str, Any] | None = None
+    ) -> None:
         self.result = result
         self.storage = tuple(storage)
+        self.published = published
 
     def to_dict(self) -> dict[str, Any]:
-        return self.result.to_dict()
+        return self.result.to_dict() | ({"kafka": self.published} if self.published else {})
 
     def render(self, console: Console) -> None:
         r = self.result
@@ -46,6 +50,12 @@ class SimulationReport:
             console.print(f"TiCDC storage sink ({protocol}) written to {r.out / 'storage' / protocol}.")
         if r.mysql_applied:
             console.print("MariaDB/MySQL now holds the expected state of the last scan.")
+        if self.published:
+            p = self.published
+            console.print(
+                f"published {p['messages']:,} open-protocol messages to topic {p['topic']!r} "
+                f"({p['partitions']} partitions, {p['dispatcher']} dispatcher) at {p['bootstrap']}"
+            )
 
 
 def simulate_command(
@@ -59,6 +69,8 @@ def simulate_command(
     ddls_per_scan: int = 2,
     mysql: str | None = None,
     storage_sinks: Sequence[str] = (),
+    kafka: str | None = None,
+    feed: Changefeed | None = None,
     as_json: bool = False,
 ) -> int:
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
@@ -67,6 +79,7 @@ def simulate_command(
             out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
             ddls_per_scan=ddls_per_scan, mysql_url=mysql,
             storage_sinks=tuple(StorageSink(protocol=p, seed=seed) for p in storage_sinks),
+            ticdc_changelog=kafka is not None,
         )  # fmt: skip
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
@@ -84,5 +97,16 @@ def simulate_command(
                 f"simulate: MySQL/MariaDB at the --mysql URL failed: {exc.args[-1]}"
             ) from None
         raise
-    emit(SimulationReport(result, storage_sinks), as_json)
+    published = None
+    if kafka is not None:
+        feed = feed or Changefeed()
+        try:
+            sent = publish(open_protocol_messages(out, feed), kafka, partitions=feed.partitions)
+        except Exception as exc:  # confluent-kafka's errors: an unreachable broker, a refused topic
+            raise TidelakeError(f"simulate: publishing to Kafka at {kafka} failed: {exc}") from None
+        published = {
+            "bootstrap": kafka, "topic": feed.topic, "partitions": feed.partitions,
+            "dispatcher": feed.dispatcher, "messages": sum(sent.values()),
+        }  # fmt: skip
+    emit(SimulationReport(result, storage_sinks, published), as_json)
     return 0

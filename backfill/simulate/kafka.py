@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,4 +226,64 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
     yield from producer.flush()
 
 
-__all__ = ["Changefeed", "KafkaMessage", "open_protocol_messages"]
+def publish(
+    messages: Iterable[KafkaMessage],
+    bootstrap: str,
+    *,
+    partitions: int,
+    kafka_compression: str = "none",
+    timeout_s: float = 60.0,
+) -> dict[tuple[str, int], int]:
+    """Send ``messages`` to the broker at ``bootstrap`` in their order (idempotent producer: each
+    partition keeps the order TiCDC sent), creating a missing topic with ``partitions`` partitions.
+    ``kafka_compression`` is Kafka's own record-batch codec (gzip, snappy, lz4, zstd), which consumers
+    undo; the open protocol's value compression is the changefeed's (``Changefeed.compression``).
+    Returns the messages sent per (topic, partition). Needs confluent-kafka (the dev extra)."""
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
+    admin = AdminClient(conf)
+    producer = Producer(
+        {
+            **conf,
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "message.max.bytes": 16 * 1024 * 1024,
+            "compression.type": kafka_compression,
+        }
+    )
+    sent: dict[tuple[str, int], int] = {}
+    failures: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
+    for m in messages:
+        if not any(topic == m.topic for topic, _ in sent):
+            existing = admin.list_topics(timeout=timeout_s).topics
+            if m.topic not in existing:
+                futures = admin.create_topics([NewTopic(m.topic, partitions, 1)])
+                try:
+                    futures[m.topic].result(timeout_s)
+                except KafkaException as e:  # created meanwhile by someone else: fine
+                    if "TOPIC_ALREADY_EXISTS" not in str(e):
+                        raise
+        while True:
+            try:
+                producer.produce(
+                    m.topic, key=m.key, value=m.value, partition=m.partition, on_delivery=delivered
+                )
+                break
+            except BufferError:
+                producer.poll(0.1)
+        sent[(m.topic, m.partition)] = sent.get((m.topic, m.partition), 0) + 1
+        producer.poll(0)
+    left = producer.flush(timeout_s)
+    if failures or left:
+        raise RuntimeError(f"publishing to {bootstrap} failed: {failures[:3]} ({left} not delivered)")
+    return sent
+
+
+__all__ = ["Changefeed", "KafkaMessage", "open_protocol_messages", "publish"]

@@ -25,4 +25,8 @@ def open_source(config: SourceConfig, tables: Sequence[str]) -> Source:
         from backfill.sources.storage.source import StorageSource
 
         return StorageSource(config, tables)
+    if config.kind == "ticdc-kafka":
+        from backfill.sources.kafka.source import KafkaSource
+
+        return KafkaSource(config, tables)
     raise AssertionError(f"source kind {config.kind!r} passed config validation but has no reader")

@@ -160,3 +160,8 @@ class Source(ABC):
     @abstractmethod
     def status(self, spark: SparkSession) -> SourceStatus:
         """How far the input reaches, for `backfill status`."""
+
+    def progress(self, spark: SparkSession, checkpoints: CheckpointBook) -> Mapping[str, Any]:
+        """Where the job stands in the input beyond the tables' checkpoints, for `backfill status` (Kafka:
+        per-partition offsets and watermarks, and which partition holds the job back)."""
+        return {}

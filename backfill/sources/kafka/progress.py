@@ -1,0 +1,166 @@
+"""Where a Kafka run starts and what it may apply: offsets recorded in the Delta commits, per-partition
+watermarks, the global resolved ts. Pure logic; the source feeds it what the brokers and tables say.
+
+Each table's commit records, under `kafka` (`RunRecord`): the offsets the run read from, the offsets the
+next run must read from (per partition the first message holding a change above the run's resolved ts,
+so rows read but not yet complete are read again), the partitions' watermarks (the last resolved event
+seen), the run's tables and checkpoint. A table whose last commit is not at its run's resolved ts (a run
+killed between tables) or a table of a run that has no Delta table yet sends the next run back to that
+run's start offsets: nothing is lost, and the tables' floors drop what is already in them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from backfill.sources.kafka.broker import PartitionOffsets, TopicPartition
+from tidelake.errors import InputError
+
+KEY = "kafka"
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(doc: Any) -> dict[TopicPartition, int]:
+    if not isinstance(doc, Mapping):
+        return {}
+    return {(topic, int(p)): int(o) for topic, parts in doc.items() for p, o in dict(parts).items()}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What one run records in every table it commits (the `kafka` entry of the commit metadata)."""
+
+    from_offsets: Mapping[TopicPartition, int]
+    next_offsets: Mapping[TopicPartition, int]
+    watermarks: Mapping[TopicPartition, int]
+    tables: tuple[str, ...]  # db.table of every table of the run
+    run_checkpoint_ts: int
+    run_resolved_ts: int
+    schemas: Mapping[str, Any] = field(default_factory=dict)  # db.table -> inferred TableInfo
+
+    def to_metadata(self) -> dict[str, Any]:
+        return {
+            KEY: {
+                "from_offsets": offsets_to_json(self.from_offsets),
+                "next_offsets": offsets_to_json(self.next_offsets),
+                "watermarks": offsets_to_json(self.watermarks),
+                "tables": list(self.tables),
+                "run_checkpoint_ts": self.run_checkpoint_ts,
+                "run_resolved_ts": self.run_resolved_ts,
+                "schemas": dict(self.schemas),
+            }
+        }
+
+    @staticmethod
+    def from_metadata(metadata: Mapping[str, Any] | None) -> RunRecord | None:
+        doc = (metadata or {}).get(KEY)
+        if not isinstance(doc, Mapping):
+            return None
+        return RunRecord(
+            offsets_from_json(doc.get("from_offsets")),
+            offsets_from_json(doc.get("next_offsets")),
+            offsets_from_json(doc.get("watermarks")),
+            tuple(doc.get("tables") or ()),
+            int(doc.get("run_checkpoint_ts") or 0),
+            int(doc.get("run_resolved_ts") or 0),
+            dict(doc.get("schemas") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class TableRecord:
+    """One existing Delta table of the job: its name, recorded version (checkpoint), last run's record."""
+
+    label: str
+    version: int | None
+    record: RunRecord | None
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where this run reads from, and the watermarks already known below those offsets."""
+
+    offsets: dict[TopicPartition, int]
+    watermarks: dict[TopicPartition, int]
+    checkpoint_ts: int  # the lowest table checkpoint: a table new to the job starts here
+
+
+def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]) -> Start:
+    """The offsets to read from: per partition the lowest any table still needs (a partition no record
+    names, added since, starts at 0; a job's first run starts at the earliest offsets kept)."""
+    tables = list(tables)
+    existing = {t.label for t in tables}
+    candidates: list[tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]] = []
+    checkpoints = [t.version for t in tables if t.record is not None and t.version is not None]
+    for t in tables:
+        r = t.record
+        if r is None:
+            continue
+        complete = t.version is not None and t.version >= r.run_resolved_ts
+        candidates.append((r.next_offsets if complete else r.from_offsets, r.watermarks))
+        if not complete:
+            checkpoints.append(r.run_checkpoint_ts)
+        if any(label not in existing for label in r.tables):
+            candidates.append((r.from_offsets, r.watermarks))
+            checkpoints.append(r.run_checkpoint_ts)
+    if not candidates:
+        return Start({tp: p.earliest for tp, p in partitions.items()}, {}, 0)
+    offsets = {tp: min(c.get(tp, 0) for c, _ in candidates) for tp in partitions}
+    watermarks = {tp: min(w.get(tp, 0) for _, w in candidates) for tp in partitions}
+    return Start(offsets, {tp: w for tp, w in watermarks.items() if w}, min(checkpoints, default=0))
+
+
+def check_offsets(
+    start: Mapping[TopicPartition, int], partitions: Mapping[TopicPartition, PartitionOffsets]
+) -> None:
+    """Data loss never passes silently: offsets the run needs that the brokers no longer keep (retention)
+    or a partition shorter than what was read already (a re-created topic) are an InputError."""
+    for (topic, partition), offset in sorted(start.items()):
+        kept = partitions[(topic, partition)]
+        if offset < kept.earliest:
+            raise InputError(
+                f"Kafka topic {topic!r} partition {partition}: offsets {offset}..{kept.earliest - 1} are "
+                f"needed but already deleted (retention keeps {kept.earliest}..{kept.latest - 1}); those "
+                "changes are lost: rebuild the tables from a snapshot"
+            )
+        if offset > kept.latest:
+            raise InputError(
+                f"Kafka topic {topic!r} partition {partition}: the job read up to offset {offset} but the "
+                f"partition ends at {kept.latest} (was the topic re-created?)"
+            )
+
+
+@dataclass(frozen=True)
+class Completeness:
+    resolved_ts: int  # min over partitions of their watermark (0: some partition has none)
+    holding: TopicPartition | None  # the partition with the lowest watermark
+
+
+def completeness(
+    partitions: Iterable[TopicPartition],
+    known: Mapping[TopicPartition, int],
+    seen: Mapping[TopicPartition, int],
+) -> tuple[dict[TopicPartition, int], Completeness]:
+    """Per-partition watermarks (the highest of what earlier runs recorded and the resolved events read
+    now) and the global resolved ts: their minimum over every partition of the topic."""
+    watermarks = {tp: max(known.get(tp, 0), seen.get(tp, 0)) for tp in partitions}
+    if not watermarks:
+        return watermarks, Completeness(0, None)
+    holding = min(sorted(watermarks), key=lambda tp: watermarks[tp])
+    return watermarks, Completeness(watermarks[holding], holding)
+
+
+def next_offsets(
+    ends: Mapping[TopicPartition, int], first_above: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """Per partition where the next run reads from: the first message holding a change above the resolved
+    ts, else the end of what this run read."""
+    return {tp: min(end, first_above.get(tp, end)) for tp, end in ends.items()}

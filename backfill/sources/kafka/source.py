@@ -1,0 +1,408 @@
+"""The Kafka source: a TiCDC changefeed's topic (open protocol), one batch of offsets per run.
+
+Plan: the partitions' offsets from the brokers, the start offsets from the tables' last commits
+(`progress`), the records of [start, latest) read once by Spark's Kafka batch source and decoded in
+`mapInArrow` (framing, keys, DDL and resolved events; row values kept as bytes) and persisted. Small
+aggregates give the driver the plan: each partition's last resolved event (its watermark; the global
+resolved ts is their minimum), the DDL events, the tables seen, and per partition the first message above
+the resolved ts (where the next run reads from). Changes: per (table, segment) the row events inside the
+window are typed in `mapInArrow` by `open_rows`; the shared collapse does the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from backfill.apply.collapse import LINE
+from backfill.codec import DecodeStats, SchemaVersion, TableSchema
+from backfill.sources.base import (
+    CheckpointBook,
+    NoWindow,
+    RowChanges,
+    Source,
+    SourceStatus,
+    StageClock,
+    Window,
+)
+from backfill.sources.kafka import broker, progress
+from backfill.sources.kafka.progress import RunRecord, TableRecord
+from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records
+from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
+from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
+from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
+from tidelake import delta, fs
+from tidelake.errors import InputError
+from tidelake.sparkerrors import in_task, input_errors
+from tidelake.tso import ts_to_datetime
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tidelake.config import KafkaSourceConfig, SourceConfig
+
+_EVENTS_DDL = (
+    "topic STRING, partition INT, offset BIGINT, index INT, type TINYINT, ts BIGINT, schema STRING, "
+    "table STRING, row_id BIGINT, physical_id BIGINT, handle_only BOOLEAN, claim_check STRING, "
+    "value BINARY, ddl_query STRING, ddl_type INT"
+)
+_SPARK_EVENTS = pa.schema([f if f.name != "ts" else pa.field("ts", pa.int64()) for f in EVENT_SCHEMA])
+
+
+def decode_events(records: DataFrame, compression: str) -> DataFrame:
+    """Kafka records -> open-protocol events (one row per event; framing errors name topic, partition,
+    offset)."""
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            try:
+                events = decode_records(batch, compression=compression)
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            events = events.set_column(
+                events.schema.get_field_index("ts"), "ts", pc.cast(events.column("ts"), pa.int64())
+            )
+            yield from events.cast(_SPARK_EVENTS).to_batches()
+
+    return records.mapInArrow(decode, _EVENTS_DDL)
+
+
+@dataclass(frozen=True)
+class KafkaWindow(Window):
+    """A window with the decoded events it is cut from."""
+
+    events: Any = None  # DataFrame, persisted
+    time_zone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The driver's view of the read range: small aggregates only."""
+
+    seen_watermarks: dict[broker.TopicPartition, int]
+    ddls: list[dict[str, Any]]
+    samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> a row event (value, row_id)
+
+
+class KafkaSource(Source):
+    kind: ClassVar[str] = "ticdc-kafka"
+
+    def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
+        assert config.kafka is not None
+        self.config: KafkaSourceConfig = config.kafka
+        self.patterns = tuple(patterns)
+
+    # ------------------------------------------------------------------------------------------ plan
+
+    def plan(
+        self, spark: SparkSession, checkpoints: CheckpointBook, clock: StageClock, until_ts: int | None
+    ) -> KafkaWindow | NoWindow:
+        with clock.stage("plan"):
+            partitions = broker.list_offsets(spark, self.config)
+            existing = self._table_records(spark, checkpoints)
+            start = progress.run_start(existing, partitions)
+            progress.check_offsets(start.offsets, partitions)
+            ends = {tp: p.latest for tp, p in partitions.items()}
+            ranges = {tp: (start.offsets[tp], ends[tp]) for tp in partitions}
+        with clock.stage("read"), input_errors("Kafka messages"):
+            events = None
+            if any(end > begin for begin, end in ranges.values()):
+                records = broker.read_records(spark, self.config, ranges)
+                events = decode_events(records, self.config.compression).persist()
+        try:
+            return self._window(checkpoints, clock, until_ts, start, ranges, existing, events)
+        except BaseException:
+            if events is not None:
+                events.unpersist()
+            raise
+
+    def _window(
+        self,
+        checkpoints: CheckpointBook,
+        clock: StageClock,
+        until_ts: int | None,
+        start: progress.Start,
+        ranges: Mapping[broker.TopicPartition, tuple[int, int]],
+        existing: Sequence[TableRecord],
+        events: DataFrame | None,
+    ) -> KafkaWindow | NoWindow:
+        """The window the read events allow: watermarks, resolved ts, tables, next offsets."""
+        spark = checkpoints.spark
+        partitions = list(ranges)
+        ends = {tp: end for tp, (_, end) in ranges.items()}
+        with clock.stage("read"), input_errors("Kafka messages"):
+            plan = _survey(events)
+        watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
+        resolved_ts = done.resolved_ts if until_ts is None else min(done.resolved_ts, until_ts)
+        blocked = None
+        if done.holding is not None and (until_ts is None or done.resolved_ts < until_ts):
+            topic, partition = done.holding
+            blocked = f"topic {topic!r} partition {partition} (watermark {done.resolved_ts})"
+        with clock.stage("resolve"):
+            first_above = _first_offsets_above(events, resolved_ts)
+            tables, identities, schemas = self._tables(
+                spark, plan, existing, start.checkpoint_ts, resolved_ts
+            )
+        floors = tuple(
+            v if (v := checkpoints.of_table(t)) is not None else start.checkpoint_ts for t in tables
+        )
+        if not tables or resolved_ts <= min(floors):
+            if events is not None:
+                events.unpersist()
+            note = "nothing new" if resolved_ts else "no resolved event in some partition yet"
+            return NoWindow(min(floors, default=start.checkpoint_ts) or None, note, blocked)
+        record = RunRecord(
+            from_offsets=start.offsets,
+            next_offsets=progress.next_offsets(ends, first_above),
+            watermarks=watermarks,
+            tables=tuple(t.label for t in tables),
+            run_checkpoint_ts=min(floors),
+            run_resolved_ts=resolved_ts,
+            schemas=schemas,
+        )
+        inputs = tuple(f"{t}[{p}] {b}..{e}" for (t, p), (b, e) in sorted(ranges.items()))
+        return KafkaWindow(
+            checkpoint_ts=min(floors),
+            resolved_ts=resolved_ts,
+            tables=tuple(tables),
+            floors=floors,
+            blocked=blocked,
+            inputs=inputs,
+            commit_metadata=record.to_metadata(),
+            identities=identities,
+            events=events,
+            time_zone=self.config.time_zone,
+        )
+
+    def _table_records(self, spark: SparkSession, checkpoints: CheckpointBook) -> list[TableRecord]:
+        found = []
+        for db, name, version in checkpoints.existing():
+            commit = delta.last_commit(spark, checkpoints.path(db, name), checkpoints.app_id)
+            record = RunRecord.from_metadata(commit.user_metadata if commit else None)
+            found.append(TableRecord(f"{db}.{name}", version, record))
+        return found
+
+    def _tables(
+        self,
+        spark: SparkSession,
+        plan: _Plan,
+        existing: Sequence[TableRecord],
+        start_ts: int,
+        resolved_ts: int,
+    ) -> tuple[list[TrackedTable], dict[int, RowIdentity], dict[str, Any]]:
+        """The tracked tables: from the schema folder when one is configured, else inferred from a row event
+        of each table (and, for tables without new rows, the TableInfo their last commit recorded)."""
+        if self.config.schema is not None:
+            tables = self._tables_from_schema_folder(spark)
+            schemas: dict[str, Any] = {}
+        else:
+            infos: dict[str, tuple[str, Any]] = {}
+            for t in existing:
+                if t.record is not None and t.label in t.record.schemas:
+                    infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
+            for (db, name), sample in plan.samples.items():
+                if table_matches(self.patterns, db, name):
+                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, sample))
+            for ddl in plan.ddls:
+                label = f"{ddl['schema']}.{ddl['table']}"
+                if label in infos and start_ts < ddl["ts"] <= resolved_ts:
+                    raise InputError(
+                        f"open protocol: topic {ddl['topic']!r} partition {ddl['partition']} offset "
+                        f"{ddl['offset']}: DDL of {label} ({ddl['ddl_query']!r}); open-protocol messages "
+                        "do not carry the schema after a DDL: configure [source.kafka] schema"
+                    )
+            tables = [
+                TrackedTable((SchemaVersion(0, TableSchema.from_table_info(info, schema_name=db)),), 0)
+                for db, info in infos.values()
+            ]
+            schemas = {label: info for label, (_, info) in infos.items()}
+        identities = {}
+        for i, table in enumerate(tables):
+            sample = plan.samples.get(table.names()[-1]) if table.names() else None
+            schema = table.versions[-1].schema or table.versions[0].schema
+            if (
+                schema is not None
+                and schema.pk_kind == "rowid"
+                and (sample is None or sample["row_id"] is None)
+            ):
+                identities[i] = identity_without_handle(schema)
+        return tables, identities, schemas
+
+    def _tables_from_schema_folder(self, spark: SparkSession) -> list[TrackedTable]:
+        from backfill.sources.kvscan.catalog import build_catalog
+        from backfill.sources.kvscan.format import parse_ddl_jobs_jsonl, parse_tables_jsonl
+
+        assert self.config.schema is not None
+        folder = fs.qualify(spark, self.config.schema)
+        tables_uri, jobs_uri = fs.join(folder, "tables.jsonl"), fs.join(folder, "ddl_jobs.jsonl")
+        if not fs.exists(spark, tables_uri):
+            raise InputError(f"{tables_uri}: missing: [source.kafka] schema needs the tables' TableInfo")
+        tables = parse_tables_jsonl(fs.read_text(spark, tables_uri), tables_uri)
+        jobs = (
+            parse_ddl_jobs_jsonl(fs.read_text(spark, jobs_uri), jobs_uri)
+            if fs.exists(spark, jobs_uri)
+            else []
+        )
+        return list(build_catalog(tables, jobs, 0, self.patterns, tables_uri).tables)
+
+    # --------------------------------------------------------------------------------------- changes
+
+    def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
+        from backfill.apply.typed_changes import TypedRowChanges
+
+        assert isinstance(window, KafkaWindow)
+        zero_dates = spark.sparkContext.accumulator(0)
+        raw: dict[tuple[int, int], DataFrame] = {}
+        if window.events is not None:
+            for index, table in enumerate(window.tables):
+                bounds = table.segment_bounds()
+                for seg, version in enumerate(table.versions):
+                    if version.schema is None:
+                        continue
+                    low = max(window.floors[index], bounds[seg - 1] if seg else 0)
+                    high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
+                    if high <= low:
+                        continue
+                    rows = typed_rows(window.events, version.schema, low, high, window.time_zone, zero_dates)
+                    if window.identity(index) is RowIdentity.WHOLE_ROW:
+                        # No key: a re-sent change is told from the original by content, ts and op alone.
+                        rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
+                    raw[(index, seg)] = rows
+        with clock.stage("collapse"), input_errors("Kafka messages"):
+            changes = TypedRowChanges(window, raw, zero_dates=lambda: int(zero_dates.value))
+        if window.events is not None:
+            window.events.unpersist()
+        return changes
+
+    # ---------------------------------------------------------------------------------------- status
+
+    def status(self, spark: SparkSession) -> SourceStatus:
+        partitions = broker.list_offsets(spark, self.config)
+        where = self.config.topic if self.config.topic is not None else f"/{self.config.topic_pattern}/"
+        return SourceStatus(
+            f"Kafka {self.config.bootstrap_servers} topic {where}: {len(partitions)} partitions",
+            None,
+            {"partitions": len(partitions)},
+        )
+
+    def progress(self, spark: SparkSession, checkpoints: CheckpointBook) -> Mapping[str, Any]:
+        """Per partition: the offsets the brokers keep, where the next run reads from, the messages
+        waiting, the watermark the job recorded; and the partition whose watermark holds the job back."""
+        partitions = broker.list_offsets(spark, self.config)
+        start = progress.run_start(self._table_records(spark, checkpoints), partitions)
+        _, done = progress.completeness(partitions, start.watermarks, {})
+        rows = []
+        for (topic, partition), kept in sorted(partitions.items()):
+            mark = start.watermarks.get((topic, partition))
+            rows.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "earliest_offset": kept.earliest,
+                    "latest_offset": kept.latest,
+                    "next_offset": start.offsets[(topic, partition)],
+                    "waiting_messages": max(0, kept.latest - start.offsets[(topic, partition)]),
+                    "watermark": mark,
+                    "watermark_time": ts_to_datetime(mark).isoformat(timespec="milliseconds")
+                    if mark
+                    else None,
+                }
+            )
+        held = None
+        if done.holding is not None:
+            topic, partition = done.holding
+            held = f"topic {topic!r} partition {partition} (watermark {done.resolved_ts})"
+        return {"partitions": rows, "resolved_ts": done.resolved_ts or None, "held_back_by": held}
+
+
+def typed_rows(
+    events: DataFrame, schema: TableSchema, low: int, high: int, time_zone: str, zero_dates: Any
+) -> DataFrame:
+    """The row events of `schema`'s table committed in (low, high], typed (`open_rows`), with `_tidb_line`
+    (position in the partition) for the collapse."""
+    from pyspark.sql import functions as F
+
+    from backfill.sources.kvscan.decode import spark_ddl
+
+    mine = events.filter(
+        (F.col("type") == ROW)
+        & (F.col("schema") == (schema.schema_name or ""))
+        & (F.col("table") == schema.name)
+        & (F.col("ts") > low)
+        & (F.col("ts") <= high)
+    )
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            table = pa.Table.from_batches([batch])
+            table = table.set_column(
+                table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
+            )
+            stats = DecodeStats()
+            try:
+                typed = rows_to_arrow(table, schema, time_zone=time_zone, incomplete="fail", stats=stats)
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            if stats.zero_dates:
+                zero_dates.add(stats.zero_dates)
+            line = pc.add(
+                pc.multiply(typed.column(OFFSET), pa.scalar(1 << 20, pa.int64())),
+                pc.cast(typed.column(INDEX), pa.int64()),
+            )
+            names = [*schema.output_names, COMMIT_TS, OP]
+            out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
+            yield from out.to_batches()
+
+    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, `{LINE}` BIGINT")
+
+
+def _survey(events: DataFrame | None) -> _Plan:
+    """One pass over the decoded events for the driver: watermarks, DDL events, a row event per table."""
+    if events is None:
+        return _Plan({}, [], {})
+    from pyspark.sql import functions as F
+
+    resolved = (
+        events.filter(F.col("type") == RESOLVED).groupBy("topic", "partition").agg(F.max("ts").alias("ts"))
+    )
+    seen = {(r["topic"], r["partition"]): int(r["ts"]) for r in resolved.collect()}
+    ddls = [
+        r.asDict()
+        for r in events.filter(F.col("type") == DDL)
+        .select("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
+        .collect()
+    ]
+    samples = {
+        (r["schema"], r["table"]): {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
+        for r in events.filter(F.col("type") == ROW)
+        .groupBy("schema", "table")
+        .agg(F.max_by(F.struct("value", "row_id"), "ts").alias("sample"))
+        .collect()
+    }
+    return _Plan(seen, ddls, samples)
+
+
+def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[broker.TopicPartition, int]:
+    """Per partition the first message holding a row or DDL event above `resolved_ts`."""
+    if events is None:
+        return {}
+    from pyspark.sql import functions as F
+
+    above = events.filter((F.col("type") != RESOLVED) & (F.col("ts") > resolved_ts))
+    rows = above.groupBy("topic", "partition").agg(F.min("offset").alias("offset")).collect()
+    return {(r["topic"], r["partition"]): int(r["offset"]) for r in rows}
+
+
+def _infer_table_info(db: str, name: str, sample: Mapping[str, Any]) -> dict[str, Any]:
+    """A best-effort TableInfo from one row event (`open_schema`)."""
+    doc = msgspec.json.decode(sample["value"])
+    columns = doc.get("u") or doc.get("d") or {}
+    return schema_from_columns(db, name, columns, row_id=sample["row_id"], table_id=fake_table_id(db, name))
+
+
+__all__ = ["KafkaSource", "decode_events", "typed_rows"]

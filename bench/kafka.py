@@ -1,0 +1,143 @@
+"""Kafka source benchmark: `python bench/kafka.py --events 5000000` (on local[2]).
+
+Simulates a workload (4 tables, kept in --data so a second run reuses it), publishes it as a TiCDC
+changefeed's open-protocol messages to a 6-partition topic (a broker from `.cache/kafka` is started when
+--bootstrap is not given), then in one Spark session (JVM start excluded):
+
+  floor  Spark's Kafka batch read of the topic's offsets, written as Parquet (key, value, position)
+  ours   `backfill run` from an empty warehouse: read, decode, resolve, collapse, MERGE into Delta
+
+and prints row events/s of each and the ratio. Targets: >= 200k events/s, within 3x of the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow the package.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+from backfill.simulate import SimulationConfig, load_index, simulate
+from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
+from backfill.sources.ticdc.open_protocol import Where, split_message
+
+ROW_EVENTS_PER_TXN = 4.5  # measured mix of the simulator's random transactions (rows per txn)
+
+
+def counted(messages, counter: list[int]):
+    """The messages, counting their row events on the way (resolved and DDL events are one per message)."""
+    for m in messages:
+        pairs = split_message(m.key, m.value, Where(m.topic, m.partition, 0))
+        if pairs and b'"t":1' in pairs[0][0]:
+            counter[0] += len(pairs)
+        yield m
+
+
+def generate(data: Path, events: int, seed: int) -> Path:
+    out = data / f"sim-{events}-{seed}"
+    if not (out / ".done").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        rows = max(50, events // 400)
+        txns = max(1, round((events - 4 * rows) / ROW_EVENTS_PER_TXN))
+        simulate(
+            SimulationConfig(
+                out=out,
+                seed=seed,
+                tables=4,
+                rows=rows,
+                txns=txns,
+                scans=2,
+                ddl_kinds=(),
+                ticdc_changelog=True,
+            )
+        )
+        (out / ".done").write_text("")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--events", type=int, default=5_000_000, help="row events, about")
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--data", type=Path, default=Path(".tidelake/bench/kafka"))
+    parser.add_argument("--bootstrap", help="host:port of a broker (default: start one from .cache/kafka)")
+    args = parser.parse_args(argv)
+
+    from backfill.run import run_backfill
+    from tidelake.config import SparkConfig, load_config
+    from tidelake.spark import build_session
+
+    args.data.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    sim = generate(args.data, args.events, args.seed)
+    print(f"simulated in {time.perf_counter() - started:.1f}s", flush=True)
+
+    work = Path(tempfile.mkdtemp(prefix="tidelake-bench-kafka-"))
+    broker = None
+    if args.bootstrap is None:
+        from tests.servers import KafkaBroker
+
+        broker = KafkaBroker(work / "broker")
+        broker.base.mkdir()
+        broker.start()
+    bootstrap = args.bootstrap or broker.bootstrap
+    try:
+        topic = f"bench-{int(time.time())}"
+        feed = Changefeed(topic=topic, partitions=args.partitions, max_batch_size=64, restarts=1)
+        rows = [0]
+        started = time.perf_counter()
+        sent = publish(
+            counted(open_protocol_messages(sim, feed), rows), bootstrap, partitions=args.partitions
+        )
+        print(
+            f"published {sum(sent.values()):,} messages, {rows[0]:,} row events in {time.perf_counter() - started:.1f}s"
+        )
+
+        spark = build_session("tidelake-bench-kafka", SparkConfig(master="local[2]", shuffle_partitions=4))
+        spark.range(1000).selectExpr("sum(id)").collect()  # JVM and Python workers warm
+        started = time.perf_counter()
+        (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", "latest")
+            .load()
+            .select("key", "value", "partition", "offset")
+            .write.mode("overwrite")
+            .parquet(str(work / "floor"))
+        )
+        floor = time.perf_counter() - started
+
+        schema = sim / "scans" / load_index(sim)[0]["scan_id"] / "schema"
+        conf = work / "job.toml"
+        conf.write_text(
+            f'[job]\nname = "bench"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{bootstrap}"\n'
+            f'topic = "{topic}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
+        )
+        started = time.perf_counter()
+        result = run_backfill(spark, load_config(conf))
+        ours = time.perf_counter() - started
+        spark.stop()
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    n = rows[0]
+    print(f"floor  {floor:7.2f}s  {n / floor:12,.0f} row events/s  (Kafka batch read -> Parquet)")
+    print(f"ours   {ours:7.2f}s  {n / ours:12,.0f} row events/s  (backfill run -> Delta)")
+    print(f"ours / floor: {ours / floor:.2f}x; stages: {result.to_dict()['stage_seconds']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

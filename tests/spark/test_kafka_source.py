@@ -1,0 +1,220 @@
+"""The Kafka source against a real broker: the simulator publishes a changefeed's open-protocol messages
+(several partitions, dispatchers, re-sent duplicates after producer restarts, resolved events) and
+`run_backfill` must build the simulator's expected tables, the same ones the kv-scan source builds,
+exactly once, also when more messages arrive between runs."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from backfill.run import run_backfill
+from backfill.simulate import SimulationConfig, load_index, simulate
+from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
+from tests.expected import warehouse_differences
+from tidelake import delta
+from tidelake.config import load_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+_topics = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("kafka-source") / "sim"
+    simulate(
+        SimulationConfig(
+            out=out, seed=5, tables=3, rows=20, txns=120, scans=3, ddl_kinds=(), ticdc_changelog=True
+        )
+    )
+    return out
+
+
+def job_config(tmp_path: Path, bootstrap: str, topic: str, sim: Path, *, extra: str = "") -> Path:
+    first = load_index(sim)[0]["scan_id"]
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n'
+        f'[source.kafka]\nbootstrap_servers = "{bootstrap}"\ntopic = "{topic}"\n'
+        f'schema = "{sim / "scans" / first / "schema"}"\n{extra}'
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    return conf
+
+
+def versions(warehouse: Path, spark) -> dict[str, int]:
+    return {
+        f"{db.name}.{t.name}": delta.table_version(spark, str(t))
+        for db in warehouse.iterdir()
+        for t in db.iterdir()
+    }
+
+
+@pytest.mark.parametrize(
+    "feed",
+    [
+        Changefeed(dispatcher="default", partitions=3, restarts=2, max_batch_size=8),
+        Changefeed(dispatcher="index-value", partitions=4, restarts=2, compression="snappy"),
+        Changefeed(dispatcher="ts", partitions=2, restarts=3, time_zone="Asia/Shanghai"),
+    ],
+    ids=lambda f: f.dispatcher,
+)
+def test_a_published_changefeed_builds_the_expected_tables_once(spark, kafka_broker, sim, tmp_path, feed):
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(**{**feed.__dict__, "topic": topic})
+    codec = {"default": "none", "index-value": "zstd", "ts": "lz4"}[feed.dispatcher]  # Kafka's own codec
+    sent = publish(
+        open_protocol_messages(sim, feed),
+        kafka_broker.bootstrap,
+        partitions=feed.partitions,
+        kafka_compression=codec,
+    )
+    assert len(sent) == feed.partitions
+    extra = f'compression = "{feed.compression}"\ntime_zone = "{feed.time_zone}"\n'
+    config = load_config(job_config(tmp_path, kafka_broker.bootstrap, topic, sim, extra=extra))
+
+    result = run_backfill(spark, config)
+    last = load_index(sim)[-1]
+    assert result.resolved_ts == last["resolved_ts"], result.to_dict()
+    assert warehouse_differences(spark, tmp_path / "wh", sim, last["scan_id"]) == []
+
+    before = versions(tmp_path / "wh", spark)
+    again = run_backfill(spark, config)
+    assert again.resolved_ts == last["resolved_ts"] and again.note == "nothing new", again.to_dict()
+    assert versions(tmp_path / "wh", spark) == before
+
+
+def test_runs_between_arrivals_reach_each_resolved_point_and_equal_kv_scan(
+    spark, kafka_broker, sim, tmp_path
+):
+    """Messages arrive in three parts; each run applies what the partitions resolved so far and reads
+    again what was above it. The end state equals the kv-scan source's tables for the same workload."""
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="default", partitions=3, restarts=2, max_batch_size=4)
+    messages = list(open_protocol_messages(sim, feed))
+    config = load_config(job_config(tmp_path, kafka_broker.bootstrap, topic, sim))
+    cuts = [len(messages) // 3, 2 * len(messages) // 3, len(messages)]
+    done = 0
+    reached = []
+    for cut in cuts:
+        publish(messages[done:cut], kafka_broker.bootstrap, partitions=feed.partitions)
+        done = cut
+        result = run_backfill(spark, config)
+        reached.append(result.resolved_ts)
+    assert reached == sorted(reached) and reached[0] and reached[0] < reached[-1]
+    last = load_index(sim)[-1]
+    assert reached[-1] == last["resolved_ts"]
+    assert warehouse_differences(spark, tmp_path / "wh", sim, last["scan_id"]) == []
+
+    kv = tmp_path / "kv.toml"
+    kv.write_text(
+        f'[job]\nname = "kv"\n[source]\npath = "{sim / "scans"}"\n[target]\nwarehouse = "{tmp_path / "kvwh"}"\n'
+    )
+    run_backfill(spark, load_config(kv))
+    for db in (tmp_path / "kvwh").iterdir():
+        for table in db.iterdir():
+            ours = spark.read.format("delta").load(str(tmp_path / "wh" / db.name / table.name))
+            theirs = spark.read.format("delta").load(str(table))
+            assert ours.schema == theirs.schema, table
+            assert ours.exceptAll(theirs).count() == 0 and theirs.exceptAll(ours).count() == 0, table
+
+
+def test_ddl_events_are_barriers_with_a_schema_folder(spark, kafka_broker, tmp_path):
+    """Online DDLs (add/drop column, truncate, rename, partitions, ...) with the schema history given as
+    a folder (the first capture's TableInfo plus every DDL job): each DDL is applied once every partition
+    passed it, rows before it keep the old schema; the end state is the simulator's."""
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))
+    scans = load_index(out)
+    schema = tmp_path / "schema"
+    schema.mkdir()
+    first = out / "scans" / scans[0]["scan_id"] / "schema"
+    (schema / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
+    jobs: dict[int, str] = {}
+    for scan in scans:
+        path = out / "scans" / scan["scan_id"] / "schema" / "ddl_jobs.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            jobs.setdefault(json.loads(line)["id"], line)
+    assert jobs, "the workload must hold DDL jobs"
+    (schema / "ddl_jobs.jsonl").write_text("".join(f"{line}\n" for line in jobs.values()))
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="table", partitions=3, restarts=1)
+    publish(open_protocol_messages(out, feed), kafka_broker.bootstrap, partitions=3)
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
+        f'bootstrap_servers = "{kafka_broker.bootstrap}"\ntopic = "{topic}"\nschema = "{schema}"\n'
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    result = run_backfill(spark, load_config(conf))
+    assert result.resolved_ts == scans[-1]["resolved_ts"], result.to_dict()
+    assert sum(t.ddl_steps for t in result.tables) > 0
+    assert warehouse_differences(spark, tmp_path / "wh", out, scans[-1]["scan_id"]) == []
+
+
+def test_without_a_schema_folder_the_schema_is_inferred_and_only_the_lossy_types_differ(
+    spark, kafka_broker, sim, tmp_path
+):
+    """Open-protocol messages carry type codes and flags only: DECIMAL(p,s) becomes its text, ENUM and
+    SET their numbers, BIT(n) 8 bytes (README). Every other column, and every key, matches."""
+    from backfill.codec.schema import ColumnKind
+    from backfill.simulate import load_expected
+
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="default", partitions=3, restarts=1)
+    publish(open_protocol_messages(sim, feed), kafka_broker.bootstrap, partitions=3)
+    conf = tmp_path / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
+        f'bootstrap_servers = "{kafka_broker.bootstrap}"\ntopic = "{topic}"\n'
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\n'
+    )
+    result = run_backfill(spark, load_config(conf))
+    last = load_index(sim)[-1]
+    assert result.resolved_ts == last["resolved_ts"]
+    lossy = {ColumnKind.DECIMAL, ColumnKind.ENUM, ColumnKind.SET, ColumnKind.BIT}
+    schemas = {(s.schema_name, s.name): s for s in _first_capture_schemas(sim)}
+    for (db, name), want in load_expected(sim, last["scan_id"]).items():
+        kept = [
+            c
+            for c in want.column_names
+            if c not in {x.name for x in schemas[(db, name)].columns if x.kind in lossy}
+        ]
+        got = spark.read.format("delta").load(str(tmp_path / "wh" / db / name)).toArrow()
+        assert sorted(map(repr, got.select(kept).to_pylist())) == sorted(
+            map(repr, want.select(kept).to_pylist())
+        )
+        assert len(kept) < len(want.column_names) or name == "events"
+
+
+def _first_capture_schemas(sim: Path):
+    from backfill.codec import TableSchema
+    from backfill.sources.kvscan.format import parse_tables_jsonl
+
+    path = sim / "scans" / load_index(sim)[0]["scan_id"] / "schema" / "tables.jsonl"
+    return [
+        TableSchema.from_table_info(doc.table_info, schema_name=doc.schema_name)
+        for doc in parse_tables_jsonl(path.read_text(), str(path))
+    ]
+
+
+def test_backfill_simulate_publishes_to_a_broker(kafka_broker, tmp_path, capsys):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from backfill.cli import main
+
+    topic = f"cli-{next(_topics)}"
+    args = ["simulate", "--out", str(tmp_path / "sim"), "--tables", "2", "--rows", "5", "--txns", "20"]
+    args += ["--kafka", kafka_broker.bootstrap, "--kafka-topic", topic, "--kafka-partitions", "2", "--json"]
+    assert main(args) == 0
+    published = json.loads(capsys.readouterr().out)["kafka"]
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "tidelake-tests"})
+    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)]
+    consumer.close()
+    assert published["messages"] == sum(ends) > 0 and all(ends)
+    assert main([*args[:2], str(tmp_path / "sim2"), *args[3:9], "--dispatcher", "nope"]) == 2
+    assert "dispatcher" in capsys.readouterr().err
