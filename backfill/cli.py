@@ -66,12 +66,19 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
 
 
 @app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
-def demo(config: ConfigOption = None, as_json: JsonOption = False) -> int:
+def demo(
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    s3: Annotated[
+        bool,
+        typer.Option("--s3", help="Captures and warehouse in buckets of a local S3 server (S3Proxy)."),
+    ] = False,
+) -> int:
     """Simulate a TiDB workload, back-fill it in two windows, and show what each table reached."""
     from backfill.demo import run_demo
 
     settings = load_config(config)
-    result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings))
+    result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings, on_s3=s3))
     emit(result, as_json)
     return result.exit_code
 
