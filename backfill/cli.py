@@ -77,13 +77,17 @@ def demo(
     quiet: QuietOption = False,
     log_format: LogFormatOption = "text",
     progress_interval: IntervalOption = DEFAULT_INTERVAL,
+    s3: Annotated[
+        bool,
+        typer.Option("--s3", help="Captures and warehouse in buckets of a local S3 server (S3Proxy)."),
+    ] = False,
 ) -> int:
     """Simulate a TiDB workload, back-fill it in two windows, and show what each table reached."""
     from backfill.demo import run_demo
 
     configure_output(quiet, log_format, progress_interval)
     settings = load_config(config)
-    result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings))
+    result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings, on_s3=s3))
     emit(result, as_json)
     return result.exit_code
 

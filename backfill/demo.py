@@ -7,7 +7,9 @@ itself (no `.tidelake-demo` marker) are never deleted.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,7 @@ class DemoResult:
     scans: list[dict[str, Any]]
     windows: list[RunResult] = field(default_factory=list)
     reconcile: ReconcileResult | None = None
+    location: str | None = None  # the warehouse, when it is not the config's (the demo on S3)
 
     @property
     def exit_code(self) -> int:
@@ -42,6 +45,7 @@ class DemoResult:
         return {
             "simulated_events": self.simulated_events,
             "scans": self.scans,
+            "warehouse": self.location,
             "windows": [w.to_dict() for w in self.windows],
             "reconcile": self.reconcile.to_dict() if self.reconcile is not None else None,
         }
@@ -50,6 +54,8 @@ class DemoResult:
         console.print(
             f"[bold]simulated[/] {self.simulated_events} TiKV CDC events in {len(self.scans)} captures"
         )
+        if self.location:
+            console.print(f"[bold]warehouse[/] {self.location} (local S3 server, stopped after the demo)")
         for number, window in enumerate(self.windows, 1):
             console.rule(f"window {number}: checkpoint {format_ts(window.checkpoint_ts or 0)}")
             window.render(console)
@@ -69,7 +75,9 @@ def _fresh(path: Path) -> None:
     (path / MARKER).write_text("made by `backfill demo`; deleted by the next demo run\n")
 
 
-def run_demo(spark: SparkSession, config: TidelakeConfig) -> DemoResult:
+def run_demo(spark: SparkSession, config: TidelakeConfig, *, on_s3: bool = False) -> DemoResult:
+    """Simulate, back-fill in two windows, reconcile; `on_s3` puts the captures and the warehouse in
+    buckets of a local S3 server (S3Proxy on 127.0.0.1, started and stopped here)."""
     from backfill.simulate import SimulationConfig, simulate
 
     out, warehouse = Path(config.demo.out), Path(config.target.warehouse)
@@ -90,12 +98,36 @@ def run_demo(spark: SparkSession, config: TidelakeConfig) -> DemoResult:
         for s in sim.scans
     ]
     result = DemoResult(sim.events, scans)
-    first_window_end = sim.scans[0].resolved_ts if len(sim.scans) > 1 else None
-    result.windows.append(run_backfill(spark, config, until_ts=first_window_end))
-    if first_window_end is not None:
-        result.windows.append(run_backfill(spark, config))
-    result.reconcile = _reconcile(spark, config)
+    with ExitStack() as stack:
+        if on_s3:
+            config = stack.enter_context(_on_local_s3(spark, config, warehouse / "s3"))
+            result.location = config.target.warehouse
+        first_window_end = sim.scans[0].resolved_ts if len(sim.scans) > 1 else None
+        result.windows.append(run_backfill(spark, config, until_ts=first_window_end))
+        if first_window_end is not None:
+            result.windows.append(run_backfill(spark, config))
+        result.reconcile = _reconcile(spark, config)
     return result
+
+
+@contextmanager
+def _on_local_s3(spark: SparkSession, config: TidelakeConfig, folder: Path) -> Iterator[TidelakeConfig]:
+    """The demo config moved to a local S3 server: captures uploaded to a bucket through the S3 API, the
+    warehouse in the same bucket; the server stops when the demo is done."""
+    from tidelake import fs
+    from tidelake.objectstore import configure
+    from tidelake.s3local import LocalS3Server
+
+    with LocalS3Server(folder) as server:
+        bucket = server.make_bucket("tidelake-demo")
+        configure(spark, server.object_store())
+        fs.upload(spark, config.source.path, f"{bucket}/scans")
+        yield replace(
+            config,
+            source=replace(config.source, path=f"{bucket}/scans"),
+            target=replace(config.target, warehouse=f"{bucket}/warehouse"),
+            object_store=server.object_store(),
+        )
 
 
 def _reconcile(spark: SparkSession, config: TidelakeConfig) -> ReconcileResult:
