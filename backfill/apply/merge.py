@@ -205,10 +205,10 @@ def overwrite_table(
     recorded = delta.recorded_txn_version(spark, path, app_id)
     if recorded is not None and recorded >= txn_version:
         return False
-    if "timestamp_ntz" in rows.schema.simpleString():
-        # Delta enables the timestampNtz feature when a table is created with such a column, but an
-        # overwrite that brings the first one (ADD COLUMN ... DATETIME, MODIFY COLUMN to DATETIME) fails
-        # unless the feature is already there.
+    if "timestamp_ntz" in rows.schema.simpleString() and delta.is_delta_table(spark, path):
+        # Delta enables the timestampNtz feature when a table is created with such a column (a renamed
+        # table's new path), but an overwrite that brings the first one to an existing table (ADD COLUMN
+        # ... DATETIME, MODIFY COLUMN to DATETIME) fails unless the feature is already there.
         spark.sql(
             f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
         )

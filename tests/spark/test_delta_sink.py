@@ -158,3 +158,6 @@ def test_a_ddl_step_that_brings_the_first_datetime_column_lands(spark, warehouse
     assert overwrite_table(spark, path, rows, schema, app_id="tidelake:t", txn_version=7, metadata={})
     assert spark.read.format("delta").load(path).schema.simpleString() == "struct<id:bigint,d:timestamp_ntz>"
     assert delta.recorded_txn_version(spark, path, "tidelake:t") == 7
+    renamed = f"{warehouse}/app/t_renamed"  # a RENAME TABLE step writes a new path
+    assert overwrite_table(spark, renamed, rows, schema, app_id="tidelake:t", txn_version=8, metadata={})
+    assert delta.recorded_txn_version(spark, renamed, "tidelake:t") == 8
