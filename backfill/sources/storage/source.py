@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote
 
 from backfill.apply.collapse import LINE
 from backfill.apply.typed_changes import TypedRowChanges
@@ -366,8 +367,9 @@ def one_delivery_per_transaction(changes: DataFrame) -> DataFrame:
 
 
 def _tail(path: str) -> str:
-    """The path without its scheme and authority (Spark and Hadoop spell `file:` URIs differently)."""
-    return re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path)
+    """The path without its scheme and authority, percent-decoded (Spark's binaryFile reader and Hadoop's
+    listing spell URIs differently: `file:///` or `file:/`, `%20` or a space)."""
+    return unquote(re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path))
 
 
 def _q(name: str) -> str:
