@@ -50,7 +50,7 @@ class SinkFolder:
             tuple(columns) if columns and isinstance(columns[0], TableColumn) else columns_from_sql(columns)
         )  # type: ignore[arg-type]
         definition = TableDefinition(table, db, 1, version, query, action, cols, len(cols))  # type: ignore[arg-type]
-        folder = self.root / db / (table if table else "") / "meta" if table else self.root / db / "meta"
+        folder = (self.root / db / table if table else self.root / db) / "meta"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / schema_file_name(definition)
         path.write_text(definition_json(definition))

@@ -105,17 +105,19 @@ def test_canal_json_partitions_dates_dispatchers_and_repeats(spark, tmp_path) ->
 def test_a_table_without_a_key_is_a_multiset_without_repeated_deliveries(spark, tmp_path) -> None:
     keyless = (("k", "INT", {"precision": "11"}), ("v", "VARCHAR", {"precision": "8"}))
     sink = SinkFolder(tmp_path / "sink")
-    sink.schema("events", 100, keyless)
+    sink.schema("my events", 100, keyless)
     txn = (
-        csv_line("I", "events", 110, 1, "x")
-        + csv_line("I", "events", 110, 1, "x")
-        + csv_line("I", "events", 120, 2, "y")
+        csv_line("I", "my events", 110, 1, "x")
+        + csv_line("I", "my events", 110, 1, "x")
+        + csv_line("I", "my events", 120, 2, "y")
     )
-    sink.data("events", 100, 1, txn)
-    sink.data("events", 100, 2, txn + csv_line("D", "events", 130, 1, "x"))  # 110 and 120 delivered again
+    sink.data("my events", 100, 1, txn)
+    sink.data(
+        "my events", 100, 2, txn + csv_line("D", "my events", 130, 1, "x")
+    )  # 110 and 120 delivered again
     sink.checkpoint(200)
     run(spark, config(tmp_path))
-    assert Counter(r[1:3] for r in rows(spark, tmp_path, "events")) == Counter({(1, "x"): 1, (2, "y"): 1})
+    assert Counter(r[1:3] for r in rows(spark, tmp_path, "my events")) == Counter({(1, "x"): 1, (2, "y"): 1})
 
 
 def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:

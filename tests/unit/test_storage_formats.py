@@ -395,3 +395,24 @@ def test_updates_of_a_table_without_a_key() -> None:
     with pytest.raises(InputError, match=r"f.csv:2: an update \(U\) .* output-old-value = true"):
         parse_csv('"I","t","d",1,1,"a"\n"U","t","d",2,1,"b"\n', CsvOptions(terminator="\n"), names, "f.csv",
                   keyless=True)  # fmt: skip
+
+
+def test_canal_json_enum_set_names_from_content_compatible_mysql_types() -> None:
+    """tiflow's schema files carry no ENUM/SET elements; with content-compatible=true canal-json's
+    mysqlType does (`enum('a','b')`), so the numbers still become names."""
+    from backfill.sources.storage.decode import FileFormat, decode_file
+
+    cols = columns_from_sql(
+        [("id", "INT", {"precision": "11", "is_pk": "true"}), ("e", "ENUM", {}), ("s", "SET", {})]
+    )
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 3).table_info(3))
+    line = {"type": "INSERT", "isDdl": False, "data": [{"id": "1", "e": "2", "s": "3"}], "old": None,
+            "mysqlType": {"id": "int", "e": "enum('x','it''s')", "s": "set('p','q')"}, "_tidb": {"commitTs": 5}}  # fmt: skip
+    fmt = FileFormat("canal-json", "\n")
+    table = decode_file((json.dumps(line) + "\n").encode(), "f.json", fmt, schema, ordinal=1, newest=False,
+                        window=(0, 10))  # fmt: skip
+    assert table.to_pylist()[0]["e"] == "it's" and table.to_pylist()[0]["s"] == "p,q"
+    line["mysqlType"] = {"id": "int", "e": "enum", "s": "set"}  # without content-compatible: numbers kept
+    table = decode_file((json.dumps(line) + "\n").encode(), "f.json", fmt, schema, ordinal=1, newest=False,
+                        window=(0, 10))  # fmt: skip
+    assert (table.to_pylist()[0]["e"], table.to_pylist()[0]["s"]) == ("2", "3")

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from backfill.codec import DecodeStats, TableSchema
-from backfill.sources.ticdc.canal_json import parse_canal_json
+from backfill.codec import ColumnKind, DecodeStats, TableSchema
+from backfill.sources.ticdc.canal_json import enum_set_elements, parse_canal_json
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.csv_format import CsvOptions, parse_csv
+from backfill.sources.ticdc.open_schema import with_elems
 from backfill.sources.ticdc.text_values import TextDialect
 from tidelake.errors import InputError
 
@@ -65,9 +66,24 @@ def decode_file(
         except UnicodeDecodeError as exc:
             line = content.count(b"\n", 0, exc.start) + 1
             raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
+        schema = _with_elements(schema, content, fmt.terminator)
         rows = parse_canal_json(text, fmt.terminator, names, keys, where)
     rows = rows.within(*window)
     return to_arrow(schema, rows, fmt.dialect, where=where, file_ordinal=ordinal, stats=stats)
+
+
+def _with_elements(schema: TableSchema, content: bytes, terminator: str) -> TableSchema:
+    """``schema`` with the ENUM/SET element names canal-json's ``mysqlType`` gives, where the schema file
+    had none (tiflow's schema files do not carry them): numbers then map to names."""
+    missing = [c.name for c in schema.columns if c.kind in (ColumnKind.ENUM, ColumnKind.SET) and not c.elems]
+    if not missing:
+        return schema
+    elements = {k: v for k, v in enum_set_elements(content, terminator).items() if k in missing}
+    if not elements:
+        return schema
+    return TableSchema.from_table_info(
+        with_elems(schema.table_info, elements), schema_name=schema.schema_name
+    )
 
 
 __all__ = ["FileFormat", "complete_part", "decode_file"]

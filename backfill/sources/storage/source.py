@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote
 
 from backfill.apply.collapse import LINE
 from backfill.apply.typed_changes import TypedRowChanges
@@ -68,6 +69,14 @@ class StorageWindow(Window):
     """A window with the files of each (table, segment) to read."""
 
     files: Mapping[tuple[int, int], tuple[FileToRead, ...]] | None = None
+
+
+@dataclass(frozen=True)
+class PlannedTable:
+    table: TrackedTable
+    floor: int  # changes at or below it are in the Delta table already
+    files: Mapping[int, Sequence[FileToRead]]  # per segment
+    identity: RowIdentity
 
 
 class StorageSource(Source):
@@ -137,27 +146,21 @@ class StorageSource(Source):
                     planned.append(found)
             if not planned:
                 return NoWindow(None, "no tracked tables in the storage sink")
-            floors = [floor for _, floor, _, _ in planned]
-            start = min(floors)
-            live = [p for p in planned if p[1] < resolved]
+            live = [p for p in planned if p.floor < resolved]
             if not live:
-                return NoWindow(start, "nothing new")
+                return NoWindow(min(p.floor for p in planned), "nothing new")
 
-        tables = tuple(t for t, _, _, _ in live)
-        files = {
-            (i, seg): tuple(fs_) for i, (_, _, per_seg, _) in enumerate(live) for seg, fs_ in per_seg.items()
-        }
-        identities = {i: identity for i, (_, _, _, identity) in enumerate(live)}
+        files = {(i, seg): tuple(f) for i, p in enumerate(live) for seg, f in p.files.items()}
         count = sum(len(v) for v in files.values())
         return StorageWindow(
-            checkpoint_ts=min(p[1] for p in live),
+            checkpoint_ts=min(p.floor for p in live),
             resolved_ts=resolved,
-            tables=tables,
-            floors=tuple(p[1] for p in live),
+            tables=tuple(p.table for p in live),
+            floors=tuple(p.floor for p in live),
             blocked=f"storage sink checkpoint-ts {storage_ts}" if until_ts is None else None,
             inputs=(f"{count} files",),
             commit_metadata={"storage_checkpoint_ts": storage_ts, "storage_files": count},
-            identities=identities,
+            identities={i: p.identity for i, p in enumerate(live)},
             files=files,
         )
 
@@ -182,8 +185,8 @@ class StorageSource(Source):
         definitions: Mapping[str, TableDefinition],
         recorded: int | None,
         dropped_at: int | None,
-    ) -> tuple[TrackedTable, int, dict[int, list[FileToRead]], RowIdentity] | None:
-        """(table, floor, files per segment, identity) of one logical table (names joined by renames)."""
+    ) -> PlannedTable | None:
+        """One logical table (names joined by renames): its versions in the window and files to read."""
         schema_files = [f for _, files in chain for f in files]
         if not schema_files:
             return None
@@ -223,7 +226,7 @@ class StorageSource(Source):
         table = TrackedTable(tuple(versions), schema_files[0].version)
         newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
         identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
-        return table, floor, per_segment, identity
+        return PlannedTable(table, floor, per_segment, identity)
 
     def _versions(
         self, origin: TableListing, definitions: Sequence[TableDefinition], starts: Sequence[int], where: str
@@ -364,8 +367,9 @@ def one_delivery_per_transaction(changes: DataFrame) -> DataFrame:
 
 
 def _tail(path: str) -> str:
-    """The path without its scheme and authority (Spark and Hadoop spell `file:` URIs differently)."""
-    return re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path)
+    """The path without its scheme and authority, percent-decoded (Spark's binaryFile reader and Hadoop's
+    listing spell URIs differently: `file:///` or `file:/`, `%20` or a space)."""
+    return unquote(re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path))
 
 
 def _q(name: str) -> str:

@@ -12,6 +12,7 @@ a PUT of the new row (same ts, the DELETE first). DDL lines (``isDdl``) and wate
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import msgspec
@@ -39,7 +40,30 @@ class _Message(msgspec.Struct, gc=False):
     tidb: _Tidb | None = msgspec.field(default=None, name="_tidb")
 
 
-_DECODE = msgspec.json.Decoder(_Message)
+_DECODE = msgspec.json.Decoder(_Message | None)
+
+
+_ELEMENTS = re.compile(r"^\s*(?:enum|set)\s*\((.*)\)\s*$", re.IGNORECASE | re.DOTALL)
+
+
+def enum_set_elements(data: bytes, terminator: str) -> dict[str, list[str]]:
+    """ENUM/SET element names from the first row line's ``mysqlType``, which carries the full column type
+    (``enum('a','b')``) when the changefeed writes ``content-compatible=true``; empty otherwise."""
+    end = b"\n" if terminator in ("\n", "\r\n") else terminator.encode("utf-8")
+    for raw in data.split(end, 8)[:8]:
+        try:
+            message = _DECODE.decode(raw.strip() or b"null")
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return {}
+        if message is None or message.isDdl or not message.mysqlType:
+            continue
+        out = {}
+        for name, text in message.mysqlType.items():
+            found = _ELEMENTS.match(text)
+            if found:
+                out[name] = [e.replace("''", "'") for e in re.findall(r"'((?:[^']|'')*)'", found.group(1))]
+        return out
+    return {}
 
 
 def split_lines(text: str, terminator: str) -> list[tuple[int, str]]:
@@ -149,6 +173,8 @@ def _parse_lines(
             raise InputError(f"{where}:{line}: not a canal-json message: {exc}") from None
         except msgspec.DecodeError as exc:
             raise InputError(f"{where}:{line}: not JSON: {exc}") from None
+        if message is None:
+            raise InputError(f"{where}:{line}: not a canal-json message: null")
         if message.isDdl or message.type == WATERMARK:
             continue
         if message.type not in ("INSERT", "UPDATE", "DELETE"):
