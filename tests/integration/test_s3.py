@@ -15,6 +15,7 @@ import backfill.apply.stage as stage
 from backfill.cli import main
 from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
+from backfill.simulate.storage_sink import StorageSink
 from tidelake import delta, fs
 from tidelake.config import load_config
 from tidelake.objectstore import configure
@@ -28,7 +29,8 @@ SECRET_ENV = "TIDELAKE_TEST_S3_SECRET"
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("s3-workload") / "sim"
-    simulate(SimulationConfig(out=out, seed=3, tables=3, rows=30, txns=90, scans=3))
+    sink = StorageSink(protocol="csv", date_separator="day", seed=3)
+    simulate(SimulationConfig(out=out, seed=3, tables=3, rows=30, txns=90, scans=3, storage_sinks=(sink,)))
     return out
 
 
@@ -42,13 +44,18 @@ def buckets(spark, local_s3: LocalS3Server, workload: Path) -> tuple[str, str]:
     return f"{source}/scans", warehouses
 
 
-def write_config(path: Path, server: LocalS3Server, source: str, warehouse: str, workload: Path) -> Path:
-    """A job config reaching `server`; reconcile's upstream is the workload's expected state."""
+def write_config(
+    path: Path, server: LocalS3Server, source: str, warehouse: str, workload: Path, *, sink: bool = False
+) -> Path:
+    """A job config reaching `server`; reconcile's upstream is the workload's expected state. `sink`: the
+    source is the workload's TiCDC storage sink (CSV) instead of its captures."""
+    kind = 'kind = "ticdc-storage"\n' if sink else ""
     path.write_text(
-        f'[job]\nname = "s3"\n[source]\npath = "{source}"\n[target]\nwarehouse = "{warehouse}"\n'
+        f'[job]\nname = "s3"\n[source]\npath = "{source}"\n{kind}[target]\nwarehouse = "{warehouse}"\n'
         f'[object_store]\nendpoint = "{server.endpoint}"\npath_style_access = true\n'
         f'access_key = "{server.identity}"\nsecret_key = "${{{SECRET_ENV}}}"\n'
         f'[reconcile.upstream]\nkind = "files"\nformat = "expected"\npath = "{workload / "expected"}"\n'
+        + ('[source.storage]\nprotocol = "csv"\ndate_separator = "day"\n' if sink else "")
     )
     return path
 
@@ -186,3 +193,28 @@ def test_demo_on_a_local_s3_server(spark, tmp_path, capsys) -> None:
     # S3Proxy's filesystem backend keeps each object as a file: the Delta logs are in the bucket
     logs = list((wh / "s3" / "data" / "tidelake-demo" / "warehouse").glob("*/*/_delta_log/*.json"))
     assert len(logs) >= 2
+
+
+def test_storage_sink_folder_in_a_bucket(spark, local_s3, workload, buckets, tmp_path, monkeypatch) -> None:
+    """A TiCDC storage sink's folder (CSV) in a bucket, read through the S3 API, equals the same folder
+    read from local disk, and reconcile against the expected state says equal."""
+    from reconcile.cli import main as reconcile_main
+    from tidelake.conventions import ROWID
+
+    _, warehouses = buckets
+    monkeypatch.setenv(SECRET_ENV, local_s3.credential)
+    sink = local_s3.make_bucket("tidelake-sink")
+    fs.upload(spark, str(workload / "storage" / "csv"), f"{sink}/cdc")
+    local_sink, ref = str(workload / "storage" / "csv"), str(tmp_path / "ref")
+    local = write_config(tmp_path / "l.toml", local_s3, local_sink, ref, workload, sink=True)
+    remote = write_config(
+        tmp_path / "r.toml", local_s3, f"{sink}/cdc", f"{warehouses}/from-sink", workload, sink=True
+    )
+    last = load_index(workload)[-1]["resolved_ts"]
+    assert run_backfill(spark, load_config(local)).resolved_ts == last
+    assert main(["run", "--config", str(remote)]) == 0
+    assert tables(spark, f"{warehouses}/from-sink") == tables(spark, str(tmp_path / "ref"))
+    before = versions(spark, f"{warehouses}/from-sink")
+    assert main(["run", "--config", str(remote)]) == 0
+    assert versions(spark, f"{warehouses}/from-sink") == before, "a rerun adds no Delta version"
+    assert reconcile_main(["run", "--config", str(remote), "--ignore-column", ROWID]) == 0
