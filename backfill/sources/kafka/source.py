@@ -160,7 +160,11 @@ class KafkaSource(Source):
             from_offsets=start.offsets,
             next_offsets=progress.next_offsets(ends, first_above),
             watermarks=watermarks,
-            tables=tuple(t.label for t in tables),
+            tables=tuple(
+                f"{schema.schema_name}.{schema.name}"
+                for t in tables
+                if (schema := t.schema_at(resolved_ts)) is not None
+            ),
             run_checkpoint_ts=min(floors),
             run_resolved_ts=resolved_ts,
             schemas=schemas,
