@@ -209,8 +209,8 @@ class KafkaSource(Source):
             for t in existing:
                 if t.record is not None and t.label in t.record.schemas:
                     infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
-            for (db, name), sample in plan.samples.items():
-                if table_matches(self.patterns, db, name):
+            for (db, name), sample in plan.samples.items():  # a table's first inferred schema stays
+                if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
                     infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, sample))
             for ddl in plan.ddls:
                 label = f"{ddl['schema']}.{ddl['table']}"
