@@ -104,3 +104,13 @@ def test_topics_by_name_or_pattern():
     assert matching_topics(["x"], by_name) == []
     pattern = KafkaSourceConfig(bootstrap_servers="b:9092", topic_pattern="cdc-[a-z]")
     assert matching_topics(topics, pattern) == ["cdc-a", "cdc-b"]  # the whole name must match
+
+
+def test_a_table_whose_last_commit_was_lost_sends_the_run_back():
+    """A table of the run exists but holds no commit of it (created, killed before its MERGE)."""
+    r = record({P0: 3, P1: 4}, {P0: 40, P1: 30})
+    start = run_start([TableRecord("db.a", 500, r), TableRecord("db.b", None, None)], KEPT)
+    assert start.offsets == {P0: 3, P1: 4} and start.checkpoint_ts == 100
+    old = record({P0: 0, P1: 0}, {P0: 3, P1: 4}, resolved=100, checkpoint=0)
+    start = run_start([TableRecord("db.a", 500, r), TableRecord("db.b", 100, old)], KEPT)
+    assert start.offsets == {P0: 3, P1: 4}

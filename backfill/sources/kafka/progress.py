@@ -6,7 +6,8 @@ next run must read from (per partition the first message holding a change above 
 so rows read but not yet complete are read again), the partitions' watermarks (the last resolved event
 seen), the run's tables and checkpoint. A table whose last commit is not at its run's resolved ts (a run
 killed between tables) or a table of a run that has no Delta table yet sends the next run back to that
-run's start offsets: nothing is lost, and the tables' floors drop what is already in them.
+run's start offsets: nothing is lost, and the tables' floors drop what is already in them. A run lists
+only the tables that exist at its resolved ts (a dropped table is never waited for).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition,
     """The offsets to read from: per partition the lowest any table still needs (a partition no record
     names, added since, starts at 0; a job's first run starts at the earliest offsets kept)."""
     tables = list(tables)
-    existing = {t.label for t in tables}
+    by_label = {t.label: t for t in tables}
     candidates: list[tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]] = []
     checkpoints = [t.version for t in tables if t.record is not None and t.version is not None]
     for t in tables:
@@ -106,9 +107,12 @@ def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition,
             continue
         complete = t.version is not None and t.version >= r.run_resolved_ts
         candidates.append((r.next_offsets if complete else r.from_offsets, r.watermarks))
-        if not complete:
-            checkpoints.append(r.run_checkpoint_ts)
-        if any(label not in existing for label in r.tables):
+        unfinished = [
+            label
+            for label in r.tables
+            if (other := by_label.get(label)) is None or (other.version or 0) < r.run_resolved_ts
+        ]
+        if not complete or unfinished:  # a table of that run missed its commit: the run is read again
             candidates.append((r.from_offsets, r.watermarks))
             checkpoints.append(r.run_checkpoint_ts)
     if not candidates:

@@ -160,7 +160,11 @@ class KafkaSource(Source):
             from_offsets=start.offsets,
             next_offsets=progress.next_offsets(ends, first_above),
             watermarks=watermarks,
-            tables=tuple(t.label for t in tables),
+            tables=tuple(
+                f"{schema.schema_name}.{schema.name}"
+                for t in tables
+                if (schema := t.schema_at(resolved_ts)) is not None
+            ),
             run_checkpoint_ts=min(floors),
             run_resolved_ts=resolved_ts,
             schemas=schemas,
@@ -205,8 +209,8 @@ class KafkaSource(Source):
             for t in existing:
                 if t.record is not None and t.label in t.record.schemas:
                     infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
-            for (db, name), sample in plan.samples.items():
-                if table_matches(self.patterns, db, name):
+            for (db, name), sample in plan.samples.items():  # a table's first inferred schema stays
+                if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
                     infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, sample))
             for ddl in plan.ddls:
                 label = f"{ddl['schema']}.{ddl['table']}"
