@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import backfill.apply.stage as stage
 from backfill.cli import main
 from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
 from backfill.simulate.storage_sink import StorageSink
+from tests.kill import killed_after_first_table
 from tidelake import delta, fs
 from tidelake.config import load_config
 from tidelake.objectstore import configure
@@ -124,19 +124,8 @@ def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
         write_config(tmp_path / "k.toml", local_s3, source, f"{warehouses}/killed", workload)
     )
 
-    real_apply, calls = stage._apply_table, []
-
-    def apply_then_die(*args, **kwargs):
-        if calls:
-            raise SystemExit("killed")  # the tables after the first never commit
-        calls.append(1)
-        return real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(stage, "PARALLEL_JOBS", 1)
-    monkeypatch.setattr(stage, "_apply_table", apply_then_die)
-    with pytest.raises(SystemExit):
+    with killed_after_first_table(monkeypatch):
         run_backfill(spark, config)
-    monkeypatch.setattr(stage, "_apply_table", real_apply)
     done = versions(spark, f"{warehouses}/killed")
     assert len(done) >= 1
 

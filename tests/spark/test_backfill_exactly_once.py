@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import backfill.apply.stage as stage
 from backfill.run import run_backfill
 from tests.captures import Capture, users_table
+from tests.kill import killed_after_first_table
 from tidelake import delta
 from tidelake.config import load_config
 
@@ -75,19 +75,8 @@ def test_killed_between_two_tables_commits_then_rerun_finishes_once(
     run_backfill(spark, reference)
 
     crashing = config(tmp_path, "crash")
-    real_apply = stage._apply_table
-    calls = []
-
-    def apply_then_die(*args, **kwargs):
-        if calls:
-            raise SystemExit("killed")  # the second table never commits
-        calls.append(1)
-        return real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(stage, "_apply_table", apply_then_die)
-    with pytest.raises(SystemExit):
+    with killed_after_first_table(monkeypatch):
         run_backfill(spark, crashing)
-    monkeypatch.setattr(stage, "_apply_table", real_apply)
 
     root = tmp_path / "crash" / "app"
     recorded = {
@@ -121,18 +110,8 @@ def test_killed_after_the_first_table_of_a_simulated_workload_rerun_loses_nothin
     conf.write_text(f'[job]\nname = "once"\n[source]\npath = "{out / "scans"}"\n'
                     f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
     config = load_config(conf)
-    real_apply, calls = stage._apply_table, []
-
-    def apply_then_die(*args, **kwargs):
-        if calls:
-            raise SystemExit("killed")
-        calls.append(1)
-        return real_apply(*args, **kwargs)
-
-    monkeypatch.setattr(stage, "_apply_table", apply_then_die)
-    with pytest.raises(SystemExit):
+    with killed_after_first_table(monkeypatch):
         run_backfill(spark, config)
-    monkeypatch.setattr(stage, "_apply_table", real_apply)
     created = [p for p in (tmp_path / "wh").glob("*/*") if (p / "_delta_log").is_dir()]
     assert 1 <= len(created) < 4, "the kill must leave some tables without a Delta table"
 
