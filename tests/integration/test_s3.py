@@ -14,6 +14,7 @@ import pytest
 from backfill.cli import main
 from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
+from backfill.simulate.storage_codec import CsvOptions
 from backfill.simulate.storage_sink import StorageSink
 from tests.kill import killed_after_first_table
 from tidelake import delta, fs
@@ -38,7 +39,7 @@ def sink_workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A workload written as a TiCDC storage sink (CSV) too; its DDLs avoid partition DDLs, which a
     storage sink's files cannot apply (README)."""
     out = tmp_path_factory.mktemp("s3-sink-workload") / "sim"
-    sink = StorageSink(protocol="csv", date_separator="day", seed=9)
+    sink = StorageSink(protocol="csv", date_separator="day", csv=CsvOptions(output_old_value=True), seed=9)
     simulate(
         SimulationConfig(
             out=out, seed=9, tables=3, rows=30, txns=120, scans=3, ddls_per_scan=1, storage_sinks=(sink,)
@@ -68,7 +69,11 @@ def write_config(
         f'[object_store]\nendpoint = "{server.endpoint}"\npath_style_access = true\n'
         f'access_key = "{server.identity}"\nsecret_key = "${{{SECRET_ENV}}}"\n'
         f'[reconcile.upstream]\nkind = "files"\nformat = "expected"\npath = "{workload / "expected"}"\n'
-        + ('[source.storage]\nprotocol = "csv"\ndate_separator = "day"\n' if sink else "")
+        + (
+            '[source.storage]\nprotocol = "csv"\ndate_separator = "day"\noutput_old_value = true\n'
+            if sink
+            else ""
+        )
     )
     return path
 
