@@ -115,12 +115,11 @@ def _on_local_s3(spark: SparkSession, config: TidelakeConfig, folder: Path) -> I
     """The demo config moved to a local S3 server: captures uploaded to a bucket through the S3 API, the
     warehouse in the same bucket; the server stops when the demo is done."""
     from tidelake import fs
-    from tidelake.objectstore import configure
+    from tidelake.objectstore import configured
     from tidelake.s3local import LocalS3Server
 
-    with LocalS3Server(folder) as server:
+    with LocalS3Server(folder) as server, configured(spark, server.object_store()):
         bucket = server.make_bucket("tidelake-demo")
-        configure(spark, server.object_store())
         fs.upload(spark, config.source.path, f"{bucket}/scans")
         yield replace(
             config,

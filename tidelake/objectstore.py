@@ -71,6 +71,23 @@ def configure(spark: SparkSession, config: ObjectStoreConfig) -> None:
         hadoop.set(key, value)
 
 
+@contextmanager
+def configured(spark: SparkSession, config: ObjectStoreConfig) -> Iterator[None]:
+    """`configure` for the block only: the settings it changed are put back after it (the demo's local
+    S3 server must not stay the session's endpoint once it has stopped)."""
+    hadoop = spark._jsc.hadoopConfiguration()
+    before = {key: hadoop.get(key) for key in hadoop_settings(config)}
+    configure(spark, config)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                hadoop.unset(key)
+            else:
+                hadoop.set(key, value)
+
+
 def describe_failure(message: str, config: ObjectStoreConfig) -> str | None:
     """A one-line explanation of an S3 failure in a JVM exception text, or None if it is not one."""
     if "s3a://" not in message and "S3A" not in message and "amazonaws" not in message:

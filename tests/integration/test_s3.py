@@ -213,6 +213,7 @@ def test_storage_sink_folder_in_a_bucket(
     _, warehouses = buckets
     monkeypatch.setenv(SECRET_ENV, local_s3.credential)
     sink = local_s3.make_bucket("tidelake-sink")
+    configure(spark, local_s3.object_store())  # whatever an earlier test left on the session
     fs.upload(spark, str(sink_workload / "storage" / "csv"), f"{sink}/cdc")
     local_sink, ref = str(sink_workload / "storage" / "csv"), str(tmp_path / "ref")
     local = write_config(tmp_path / "l.toml", local_s3, local_sink, ref, sink_workload, sink=True)
