@@ -58,35 +58,41 @@ def encode_row_v2(cells: Iterable[tuple[int, bytes | None]]) -> bytes:
     """Assemble a v2 row from ``(column id, cell bytes or None for NULL)``, in any order."""
     not_null: list[tuple[int, bytes]] = []
     nulls: list[int] = []
-    seen: set[int] = set()
     for cid, cell in cells:
-        if cid in seen:
-            raise CodecError(f"column id {cid} given twice")
-        seen.add(cid)
         if cell is None:
             nulls.append(cid)
         else:
             not_null.append((cid, cell))
-    not_null.sort(key=lambda t: t[0])
+    return assemble_row_v2(not_null, nulls)
+
+
+def assemble_row_v2(not_null: list[tuple[int, bytes]], nulls: list[int]) -> bytes:
+    """The v2 row of not-null ``(id, cell)`` pairs and NULL ids (both in any order; sorted in place)."""
+    not_null.sort(key=_first)
     nulls.sort()
-    ids = [c for c, _ in not_null] + nulls
-    if any(c < 0 or c > 0xFFFFFFFF for c in ids):
+    ids = [c for c, _ in not_null]
+    ids += nulls
+    if len(set(ids)) != len(ids):
+        twice = min(c for c in ids if ids.count(c) > 1)
+        raise CodecError(f"column id {twice} given twice")
+    if ids and (min(ids) < 0 or max(ids) > 0xFFFFFFFF):
         raise CodecError("column id out of uint32 range")
-    data = b"".join(cell for _, cell in not_null)
-    large = any(c > _SMALL_ID_MAX for c in ids) or len(data) > _SMALL_DATA_MAX
-    out = bytearray((CODEC_VERSION, FLAG_LARGE if large else 0))
-    out += struct.pack("<HH", len(not_null), len(nulls))
     if len(not_null) > 0xFFFF or len(nulls) > 0xFFFF:
         raise CodecError("too many columns for a v2 row")
-    id_fmt, off_fmt = ("<I", "<I") if large else ("<B", "<H")
-    for c in ids:
-        out += struct.pack(id_fmt, c)
-    end = 0
-    for _, cell in not_null:
+    cells = [cell for _, cell in not_null]
+    data = b"".join(cells)
+    large = (bool(ids) and max(ids) > _SMALL_ID_MAX) or len(data) > _SMALL_DATA_MAX
+    ends, end = [], 0
+    for cell in cells:
         end += len(cell)
-        out += struct.pack(off_fmt, end)
-    out += data
-    return bytes(out)
+        ends.append(end)
+    n, m = len(ids), len(ends)
+    fmt = f"<BBHH{n}I{m}I" if large else f"<BBHH{n}B{m}H"
+    return struct.pack(fmt, CODEC_VERSION, FLAG_LARGE if large else 0, m, len(nulls), *ids, *ends) + data
+
+
+def _first(pair: tuple[int, bytes]) -> int:
+    return pair[0]
 
 
 # ---------------------------------------------------------------- decode

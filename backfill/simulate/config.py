@@ -68,6 +68,9 @@ class SimulationConfig:
     """TiCDC storage-sink changefeeds to write, each to ``<out>/storage/<protocol>/`` (implies the log)."""
     rows_per_file: int = 1_000_000
     row_group_size: int = 65_536
+    events: int = 0
+    """About this many events in all (0: ``txns`` decides): each window's transactions are resized from
+    the events per transaction the windows before it measured, so a benchmark gets its size in one run."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out", Path(self.out))
@@ -81,7 +84,7 @@ class SimulationConfig:
         for name in ("tables", "scans", "region_split_keys", "rows_per_file", "row_group_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("rows", "txns", "ddls_per_scan", "open_lock_txns"):
+        for name in ("rows", "txns", "ddls_per_scan", "open_lock_txns", "events"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         if not 0.0 <= self.hot_table_share < 1.0:

@@ -56,6 +56,7 @@ class Engine:
         self.checkpoint = 0
         self._starts = 0.0
         self.budget = 0
+        self.started = 0  # random transactions started (seeding not counted)
 
     # ------------------------------------------------------------ setup
 
@@ -101,6 +102,7 @@ class Engine:
         while self._starts >= 1 and self.budget > 0:
             self._starts -= 1
             self.budget -= 1
+            self.started += 1
             self.load.start()
         self.load.step()
         self.ddl.tick()
@@ -127,7 +129,7 @@ class Engine:
         cfg = self.cfg
         per_scan = [cfg.txns // cfg.scans + (1 if k < cfg.txns % cfg.scans else 0) for k in range(cfg.scans)]
         for k in range(cfg.scans):
-            self.window(k, per_scan[k])
+            self.window(k, self._window_txns(k, per_scan))
         events = sum(s.events for s in self.summaries)
         if self.w.changes is not None:
             self.w.changes.close()
@@ -149,6 +151,17 @@ class Engine:
         return SimulationResult(
             cfg.out, tuple(self.summaries), events, time.perf_counter() - began, stats, applied
         )
+
+    def _window_txns(self, k: int, planned: list[int]) -> int:
+        """Window k's transactions: as planned, or sized for ``cfg.events`` from the events per
+        transaction started so far (seeding excluded: ~3 events a row, as estimate_txns_for_events)."""
+        if not self.cfg.events or k == 0:
+            return planned[k]
+        made = sum(s.events for s in self.summaries)
+        seeding = 3 * self.cfg.tables * self.cfg.rows
+        per_txn = max(1.0, (made - seeding) / max(1, self.started))
+        left = self.cfg.events - made - self.budget * per_txn  # the budget not started yet still comes
+        return max(1, round(left / per_txn / (self.cfg.scans - k))) if left > 0 else 0
 
     def window(self, k: int, txns: int) -> None:
         w, cfg, rng = self.w, self.cfg, self.w.rng
@@ -249,10 +262,13 @@ class Engine:
             by_table.setdefault(w.catalog.uid_of_pid[pid], set()).add(pid)
         scan_resolved = cap.resolved_ts(by_table)
         self.resolved = max(self.resolved, scan_resolved)
+        write_expected(cfg.out, scan_id, w, self.resolved)
+        # The next capture's checkpoint is at least resolved - span // 2 (see the top of this method):
+        # versions no read at that ts can see go now, so the store holds about one window, not two.
+        w.store.gc(self.resolved - (self.resolved - checkpoint) // 2)
         kvscan.write_manifest(
             scan_dir, checkpoint, current, (kvscan.Region(r.id, r.start, r.end) for r in cap.regions)
         )
-        write_expected(cfg.out, scan_id, w, self.resolved)
         kvscan.mark_success(scan_dir)
         self.index.append(
             {
