@@ -107,7 +107,9 @@ class _RowV2Encoder:
             return None if stored is None else rowv2.encode_cell(col, stored)
 
         handle = schema.handle_column
-        if (handle is not None and handle.id == col.id) or any(c.id == col.id for c, _ in schema.common_handle):
+        if (handle is not None and handle.id == col.id) or any(
+            c.id == col.id for c, _ in schema.common_handle
+        ):
             return generic  # the handle's columns: TiDB's rule for them is in _skipped_by_tidb
         null = _SKIP if col.default is None and col.origin_default is None else None
         kind = col.kind
