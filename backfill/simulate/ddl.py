@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from backfill.codec import table_span
 from backfill.simulate import coltypes as ct
@@ -73,6 +73,17 @@ class DdlJob:
     drop_pids: tuple[int, ...] = ()
     start_ts: int = 0
     next_tick: int = 0
+
+
+class _JobIdentity(TypedDict):
+    """The DdlJob fields every kind of DDL fills the same way."""
+
+    id: int
+    kind: str
+    uid: int
+    db: str
+    table_name: str
+    table_id: int
 
 
 class DdlRunner:
@@ -254,7 +265,9 @@ class DdlRunner:
             return None
         d = rng.choice(cands)
         q = d.qualified
-        base = dict(id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id)
+        base = _JobIdentity(
+            id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id
+        )
         non_pk = [c for c in d.public if not c.pk]
 
         if kind == "drop_table":
@@ -390,9 +403,9 @@ class DdlRunner:
         if kind == "drop_partition":
             if len(part.defs) < 2:
                 return None
-            rest = tuple(p for p in part.defs if p.id != victim.id)
-            final = replace(d, partition=replace(part, defs=rest))
-            steps = [replace(d, partition=replace(part, defs=rest, dropping=(victim,)))]
+            kept = tuple(p for p in part.defs if p.id != victim.id)
+            final = replace(d, partition=replace(part, defs=kept))
+            steps = [replace(d, partition=replace(part, defs=kept, dropping=(victim,)))]
             sql = f"ALTER TABLE {q} DROP PARTITION `{victim.name}`"
             return DdlJob(
                 **base,
