@@ -98,7 +98,7 @@ class FilesUpstream:
                     db, _, table = stem.partition(".")
                     names.append((db, table))
             return names
-        root = fs.join(self.path, self._scan) if self.format == "expected" else self.path
+        root = fs.join(self.path, self._scan) if self._scan is not None else self.path  # "expected": a scan
         names = []
         for entry in fs.list_dir(self.spark, root):
             if entry.is_dir and not entry.name.startswith(("_", ".")):

@@ -53,13 +53,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class CountingConnection(pymysql.connections.Connection):  # type: ignore[misc]
+class CountingConnection(pymysql.connections.Connection):
     """A pymysql connection that counts the bytes it reads from the server."""
 
     bytes_received = 0
 
     def _read_bytes(self, num_bytes: int) -> bytes:
-        data: bytes = super()._read_bytes(num_bytes)
+        # A private pymysql method that types-PyMySQL does not declare.
+        data: bytes = super()._read_bytes(num_bytes)  # type: ignore[misc]
         self.bytes_received += len(data)
         return data
 
@@ -121,7 +122,10 @@ def server_dialect(conn: pymysql.connections.Connection, configured: str) -> MyS
     """The dialect of what the server really is (the config's `kind` is checked, not trusted)."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
-        version = str(cur.fetchone()[0])
+        row = cur.fetchone()
+    if row is None:
+        raise UpstreamError("SELECT VERSION() returned no row")
+    version = str(row[0])
     dialect = detect(version)
     if configured == "tidb" and dialect.name != "tidb":
         raise UpstreamError(f"upstream kind is 'tidb' but the server is {version}")
