@@ -11,7 +11,7 @@ window are typed in `mapInArrow` by `open_rows`; the shared collapse does the re
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -58,7 +58,7 @@ def decode_events(records: DataFrame, compression: str) -> DataFrame:
     """Kafka records -> open-protocol events (one row per event; framing errors name topic, partition,
     offset)."""
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
                 events = decode_records(batch, compression=compression)
@@ -341,7 +341,7 @@ def typed_rows(
         & (F.col("ts") <= high)
     )
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             table = pa.Table.from_batches([batch])
             table = table.set_column(

@@ -7,7 +7,7 @@ and `_tidb_op` for the MERGE.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -109,7 +109,7 @@ def decode_changes(
     that decoded rows, which shows key-range parallelism at work without another Spark job.
     """
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
                 out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)

@@ -11,7 +11,7 @@ deliveries of a transaction (a changefeed restart writes it again into a later f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
@@ -329,7 +329,7 @@ def read_files(
     by_name = {_tail(f.path): f for f in files}
     target = output_schema(schema)
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stats = DecodeStats()
         for batch in batches:
             for path, content in zip(
