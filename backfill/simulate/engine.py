@@ -205,10 +205,8 @@ class Engine:
         }
         scan_id = f"scan-{k + 1:05d}"
         scan_dir = cfg.out / "scans" / scan_id
-        tables = [
-            {"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)
-        ]
-        kvscan.write_tables(scan_dir, ((t["schema_name"], t["table_info"]) for t in tables))
+        tables = [(v.db, v.table_info()) for v in w.catalog.tables_at(checkpoint)]  # (schema, TableInfo)
+        kvscan.write_tables(scan_dir, tables)
         cap = Capture(
             scan_id,
             scan_dir,
@@ -240,7 +238,7 @@ class Engine:
         w.capture = None
         jobs = [job for finished, job in self.ddl.done_jobs if checkpoint < finished <= current]
         kvscan.write_ddl_jobs(scan_dir, jobs)
-        pids = {p for t in tables for p in _physical_ids(t["table_info"])}
+        pids = {p for _, info in tables for p in _physical_ids(info)}
         pids |= {
             p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])
         }

@@ -209,9 +209,9 @@ class KafkaSource(Source):
             for t in existing:
                 if t.record is not None and t.label in t.record.schemas:
                     infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
-            for (db, name), sample in plan.samples.items():  # a table's first inferred schema stays
+            for (db, name), first in plan.samples.items():  # a table's first inferred schema stays
                 if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
-                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, sample))
+                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, first))
             for ddl in plan.ddls:
                 label = f"{ddl['schema']}.{ddl['table']}"
                 if label in infos and start_ts < ddl["ts"] <= resolved_ts:

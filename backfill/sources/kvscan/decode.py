@@ -63,9 +63,9 @@ def decode_changes_batch(
         parts.append(pa.RecordBatch.from_arrays(columns, schema=target))
     if deletes.num_rows:
         keys = decode_keys(schema, deletes.column("key"))
-        columns = {name: keys.column(name) for name in keys.schema.names}
+        key_columns = {name: keys.column(name) for name in keys.schema.names}
         nulls = {f.name: pa.nulls(deletes.num_rows, f.type) for f in schema.arrow_schema}
-        arrays = [columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
+        arrays = [key_columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
         arrays += [deletes.column("commit_ts"), deletes.column("op")]
         parts.append(pa.RecordBatch.from_arrays(arrays, schema=_nullable(target)))
     # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.

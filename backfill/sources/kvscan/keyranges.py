@@ -99,7 +99,7 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
 
 def region_state(
     scan_id: str, checkpoint_ts: int, region_id: int, events: Sequence[Mapping[str, Any]]
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """The `region` (or `error`) row the matcher gives for a region's INITIALIZED and RESOLVED events
     (`seq`, `type`, `resolved_ts` each); the other events do not change a region's state."""
     events = sorted(events, key=lambda e: e["seq"])
