@@ -152,7 +152,6 @@ class Engine:
 
     def window(self, k: int, txns: int) -> None:
         w, cfg, rng = self.w, self.cfg, self.w.rng
-        seeds = 0
         if k == 0 and cfg.rows:
             for uid in sorted(w.catalog.done):
                 left = cfg.rows
@@ -160,7 +159,6 @@ class Engine:
                     n = min(SEED_ROWS_PER_TXN, left)
                     left -= n
                     self.load.start("normal", uid=uid, rows=n)
-                    seeds += 1
                     self.tick(0)
         gap = rng.randint(8, 16)
         rate = txns / (gap + 12)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
@@ -113,13 +113,6 @@ class Partitioning:
     adding: tuple[PartitionDef, ...] = ()
     dropping: tuple[PartitionDef, ...] = ()
 
-    def route(self, value: int) -> PartitionDef | None:
-        """The partition a row with this column value lives in (MySQL RANGE semantics)."""
-        for d in self.defs:
-            if value < d.less_than:
-                return d
-        return None
-
     def lower_bound(self, d: PartitionDef) -> int:
         prev = [p.less_than for p in self.defs if p.less_than < d.less_than]
         return max(prev) if prev else 0
@@ -204,9 +197,6 @@ class TableVersion:
             if c.id == cid:
                 return c
         return None
-
-    def evolve(self, **changes: Any) -> TableVersion:
-        return replace(self, **changes)
 
     # ------------------------------------------------------------ TiDB metadata
 

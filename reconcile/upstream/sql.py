@@ -29,8 +29,6 @@ import datetime as dt
 import fnmatch
 import queue
 import ssl
-import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
@@ -313,15 +311,11 @@ class SqlTableReader:
         for conn in conns:
             self._pool.put(conn)
         self._workers = len(conns)
-        self._lock = threading.Lock()
-        self.queries = 0
-        self.query_seconds = 0.0
 
     # -- plumbing
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         conn = self._pool.get()
-        started = time.monotonic()
         try:
             with conn.cursor() as cur:
                 cur.execute(sql, tuple(params))
@@ -331,9 +325,6 @@ class SqlTableReader:
                 f"upstream query on {self.schema.name} failed: {exc.args[-1] if exc.args else exc}"
             ) from None
         finally:
-            with self._lock:
-                self.queries += 1
-                self.query_seconds += time.monotonic() - started
             self._pool.put(conn)
 
     def _parallel(
