@@ -35,6 +35,7 @@ from backfill.simulate.tables import (
 )
 from backfill.simulate.txns import Workload
 from backfill.simulate.world import World
+from tidelake.sqlident import quote_ident
 
 ACTION = {
     "create_table": 3,
@@ -328,7 +329,7 @@ class DdlRunner:
                 replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
                 for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)
             ]
-            sql = f"ALTER TABLE {q} DROP COLUMN `{col.name}`"
+            sql = f"ALTER TABLE {q} DROP COLUMN {quote_ident(col.name)}"
             return DdlJob(
                 **base,
                 query=sql,
@@ -384,7 +385,7 @@ class DdlRunner:
             col = rng.choice(non_pk)
             new = replace(col, name=self._fresh_name(col.name, "r"))
             final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
-            sql = f"ALTER TABLE {q} RENAME COLUMN `{col.name}` TO `{new.name}`"
+            sql = f"ALTER TABLE {q} RENAME COLUMN {quote_ident(col.name)} TO {quote_ident(new.name)}"
             return DdlJob(**base, query=sql, mysql=[sql], final=final)
         assert d.partition is not None
         part = d.partition
@@ -395,7 +396,7 @@ class DdlRunner:
             final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
             steps = [replace(d, partition=replace(part, adding=(new_def,)))]
             sql = (
-                f"ALTER TABLE {q} ADD PARTITION (PARTITION `{new_def.name}` VALUES LESS THAN "
+                f"ALTER TABLE {q} ADD PARTITION (PARTITION {quote_ident(new_def.name)} VALUES LESS THAN "
                 f"({new_def.less_than}))"
             )
             return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
@@ -406,7 +407,7 @@ class DdlRunner:
             kept = tuple(p for p in part.defs if p.id != victim.id)
             final = replace(d, partition=replace(part, defs=kept))
             steps = [replace(d, partition=replace(part, defs=kept, dropping=(victim,)))]
-            sql = f"ALTER TABLE {q} DROP PARTITION `{victim.name}`"
+            sql = f"ALTER TABLE {q} DROP PARTITION {quote_ident(victim.name)}"
             return DdlJob(
                 **base,
                 query=sql,
@@ -422,7 +423,7 @@ class DdlRunner:
             final = replace(
                 d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p for p in part.defs))
             )
-            sql = f"ALTER TABLE {q} TRUNCATE PARTITION `{victim.name}`"
+            sql = f"ALTER TABLE {q} TRUNCATE PARTITION {quote_ident(victim.name)}"
             return DdlJob(
                 **base,
                 query=sql,

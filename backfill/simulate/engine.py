@@ -24,6 +24,7 @@ from backfill.simulate.tables import TEMPLATES, build_table
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
 from backfill.sources.kvscan import format as kvscan
+from tidelake.sqlident import quote_ident
 from tidelake.tso import compose_ts
 
 DATABASES = ("shop", "ops")
@@ -65,7 +66,7 @@ class Engine:
             w.db_ids[db] = w.ids.take()[0]
             if w.changes is not None:  # created just before the first TSO the tables get
                 w.changes.ddl(
-                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE `{db}`", 1, None
+                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE {quote_ident(db)}", 1, None
                 )
         for i in range(self.cfg.tables):
             tmpl = TEMPLATES[i % len(TEMPLATES)]

@@ -39,6 +39,7 @@ from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, 
 from tidelake import delta, fs
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
+from tidelake.sqlident import quote_ident
 from tidelake.tso import ts_to_datetime
 
 if TYPE_CHECKING:
@@ -362,7 +363,7 @@ def typed_rows(
             out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
             yield from out.to_batches()
 
-    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, `{LINE}` BIGINT")
+    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT")
 
 
 def _survey(events: DataFrame | None) -> _Plan:

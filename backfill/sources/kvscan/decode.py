@@ -19,6 +19,7 @@ from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
 from backfill.codec.checksum import checksum_failures
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
+from tidelake.sqlident import quote_ident
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
@@ -31,7 +32,7 @@ def output_schema(schema: TableSchema) -> pa.Schema:
 
 def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
     """Spark DDL of the decoded rows; `nullable` drops NOT NULL (DELETE rows carry only the key)."""
-    ddl = f"{schema.spark_ddl}, `{COMMIT_TS}` BIGINT, `{OP}` STRING"
+    ddl = f"{schema.spark_ddl}, {quote_ident(COMMIT_TS)} BIGINT, {quote_ident(OP)} STRING"
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 

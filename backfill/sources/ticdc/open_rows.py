@@ -45,10 +45,10 @@ from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSch
 from backfill.codec.values import ZeroDate, fill_value, int_bounds
 from backfill.sources.ticdc import go_quote
 from backfill.sources.ticdc.open_protocol import ROW, Where
+from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
 
 K = ColumnKind
-COMMIT_TS, OP = "_tidb_commit_ts", "_tidb_op"
 PARTITION, OFFSET, INDEX, FETCH = "_kafka_partition", "_kafka_offset", "_kafka_index", "_tidb_fetch"
 PUT, DELETE = "PUT", "DELETE"
 FETCH_HANDLE_KEY = "handle-key"
