@@ -29,6 +29,7 @@ import datetime as dt
 import fnmatch
 import queue
 import ssl
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
@@ -311,6 +312,8 @@ class SqlTableReader:
         for conn in conns:
             self._pool.put(conn)
         self._workers = len(conns)
+        self._lock = threading.Lock()
+        self.queries = 0  # read by the engine for the report (a files upstream has none)
 
     # -- plumbing
 
@@ -325,6 +328,8 @@ class SqlTableReader:
                 f"upstream query on {self.schema.name} failed: {exc.args[-1] if exc.args else exc}"
             ) from None
         finally:
+            with self._lock:
+                self.queries += 1
             self._pool.put(conn)
 
     def _parallel(
