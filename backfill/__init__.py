@@ -1,1 +1,1 @@
-"""backfill: TiKV incremental-scan captures → Delta tables, one MERGE per table per window."""
+"""backfill: TiDB change data (kv-scan captures, a TiCDC storage sink, a TiCDC Kafka topic) → Delta tables."""

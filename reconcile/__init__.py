@@ -8,6 +8,7 @@ Modules, pure logic first:
     result     the result object, its rich and JSON renderings, exit codes
     reports    the result as JUnit XML, a Markdown summary and a self-contained HTML page
     options    config + flags for one run
+    errors     the user-fixable errors (exit 2)
     upstream/  dialect (the seam: SQL dialects by name) with mysql, mariadb, tidb: every statement
                an upstream server is sent
 I/O:

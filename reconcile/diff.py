@@ -129,10 +129,10 @@ def diff_multiset(
         )
         .cache()
     )
-    totals = out.agg(
+    (totals,) = out.agg(
         F.sum(F.when(column("_surplus") > 0, column("_surplus")).otherwise(0)).alias("missing"),
         F.sum(F.when(column("_surplus") < 0, -column("_surplus")).otherwise(0)).alias("extra"),
-    ).first()
+    ).collect()
     samples = _samples(out, comparison, sample_size)
     counts = DiffCounts(
         int(totals["missing"] or 0), int(totals["extra"] or 0), 0, MappingProxyType({}), samples
@@ -163,7 +163,7 @@ def _count(
         F.sum(F.when(F.array_contains(column(COLUMNS), name), 1).otherwise(0)).alias(f"_col{i}")
         for i, name in enumerate(value_names)
     ]
-    row = out.agg(*aggregates).first()
+    (row,) = out.agg(*aggregates).collect()  # a global aggregate: one row
     by_column = {name: int(row[f"_col{i}"] or 0) for i, name in enumerate(value_names) if row[f"_col{i}"]}
     return DiffCounts(
         int(row["missing"] or 0),

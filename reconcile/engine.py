@@ -20,6 +20,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -80,7 +81,7 @@ class Upstream(Protocol):
 
     def open_table(
         self, schema: TableSchema, columns: Sequence[Column], digits: FloatDigits, ts: int | None
-    ) -> Any: ...
+    ) -> AbstractContextManager[TableReader]: ...
 
     def row_estimate(self, db: str, table: str) -> int | None: ...
 

@@ -68,7 +68,7 @@ def repair(
     )
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
-    values = {delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns}
+    values: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns}
     if commit_col is not None:
         values[commit_col] = F.lit(stamp).cast("bigint")
     on = reduce(
@@ -145,7 +145,7 @@ def repair_multiset(
     on = reduce(
         lambda acc, i: acc & target_texts[i].eqNullSafe(_ref("s", f"_g{i}")), width, ~F.col(f"s.{INSERT}")
     )
-    inserted = {delta_names[c.name.lower()]: _ref("s", c.name) for c in columns}
+    inserted: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in columns}
     if commit_col is not None:
         inserted[commit_col] = F.lit(stamp).cast("bigint")
 

@@ -12,6 +12,7 @@ import enum
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from reconcile.errors import SchemaMismatch
 from tidelake.conventions import COMMIT_TS as TIDB_COMMIT_TS
@@ -99,6 +100,11 @@ class TableSchema:
         return TableSchema(self.db, self.table, kept, self.primary_key)
 
 
+class _ColumnCommon(TypedDict):
+    sql_type: str
+    nullable: bool
+
+
 def column_from_type(
     name: str, type_text: str, *, nullable: bool = True, json_text: bool = False, collation: str | None = None
 ) -> Column:
@@ -113,7 +119,7 @@ def column_from_type(
     numbers = [int(a) for a in re.findall(r"\d+", args)] if base not in ("enum", "set") else []
     unsigned = "unsigned" in rest
     binary_charset = "character set binary" in rest or "charset binary" in rest
-    common = {"sql_type": type_text.strip(), "nullable": nullable}
+    common = _ColumnCommon(sql_type=type_text.strip(), nullable=nullable)
     base = {
         "integer": "int",
         "real": "double",
@@ -145,14 +151,9 @@ def column_from_type(
               "time": Kind.TIME, "year": Kind.YEAR}  # fmt: skip
     if base in simple:
         width = numbers[0] if numbers else (1 if base == "bit" else 0)
-        extra = (
-            {"bits": width}
-            if base == "bit"
-            else {"fsp": width}
-            if base in ("datetime", "timestamp", "time")
-            else {}
-        )
-        return Column(name, simple[base], delta_type(base), **extra, **common)
+        bits = width if base == "bit" else 0
+        fsp = width if base in ("datetime", "timestamp", "time") else 0
+        return Column(name, simple[base], delta_type(base), bits=bits, fsp=fsp, **common)
     raise SchemaMismatch(f"column {name!r}: type {type_text!r} is not supported by reconcile")
 
 

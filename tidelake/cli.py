@@ -6,13 +6,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, cast
 
 import click
 import typer
 
 from tidelake.errors import TidelakeError
-from tidelake.output import DEFAULT_INTERVAL, OutputStyle, configure, error
+from tidelake.output import DEFAULT_INTERVAL, LogFormat, OutputStyle, configure, error
 
 EXIT_OK = 0
 EXIT_DIFFERENCES = 1
@@ -35,7 +35,8 @@ IntervalOption = Annotated[
 def configure_output(quiet: bool, log_format: str, interval: float = DEFAULT_INTERVAL) -> None:
     """Apply a command's `--quiet`, `--log-format` and `--progress-interval` to stderr."""
     try:
-        configure(OutputStyle(quiet, log_format, interval))  # type: ignore[arg-type]
+        # A plain str from the command line: OutputStyle checks it is one of LogFormat's choices.
+        configure(OutputStyle(quiet, cast(LogFormat, log_format), interval))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
 

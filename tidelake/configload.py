@@ -15,11 +15,14 @@ import re
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from tidelake.errors import ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 _ENV_REF = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)\})")
 
@@ -100,7 +103,7 @@ def _convert(hint: Any, value: Any, key: str, environ: Mapping[str, str] | None)
                 f"{key}: {value!r} is not a valid choice; valid choices: {', '.join(map(str, choices))}"
             )
         return value
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return load_dataclass(hint, value, key, environ)
     if origin is tuple:
         (item,) = get_args(hint)[:1]

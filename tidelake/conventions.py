@@ -6,7 +6,7 @@ the columns we add, the transaction app id and the keys of the JSON userMetadata
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tidelake import fs
@@ -54,8 +54,3 @@ def commit_metadata(
         **(source or {}),
         **(extra or {}),
     }
-
-
-def output_columns(names: Sequence[str]) -> tuple[str, ...]:
-    """The Delta table's columns for upstream output columns `names`: those plus `_tidb_commit_ts`."""
-    return (*names, COMMIT_TS)

@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelake import fs
+
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder, DeltaTable
     from pyspark.sql import DataFrame, SparkSession
@@ -81,7 +83,7 @@ def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | No
 
     if not is_delta_table(spark, path):
         return None
-    row = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").first()
+    (row,) = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").collect()
     metadata = json.loads(row["userMetadata"]) if row["userMetadata"] else None
     return DeltaCommit(int(row["version"]), recorded_txn_version(spark, path, app_id), metadata)
 
@@ -131,7 +133,7 @@ def advance_txn(
 
 
 def _snapshot(spark: SparkSession, path: str) -> Any:
-    jvm = spark._jvm  # py4j: the Python API has no call for the log's SetTransaction actions
+    jvm = fs.jvm_view(spark)  # py4j: the Python API has no call for the log's SetTransaction actions
     log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
     none = jvm.scala.Option.empty()
     return log.update(False, none, none)

@@ -20,9 +20,16 @@ class FileStatus:
     size: int
 
 
+def jvm_view(spark: SparkSession) -> Any:
+    """The session's py4j JVM view (py4j is untyped); a stopped session has none."""
+    view = spark._jvm
+    if view is None:
+        raise RuntimeError("the SparkSession is stopped: it has no JVM")
+    return view
+
+
 def _path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(uri)
+    path = jvm_view(spark).org.apache.hadoop.fs.Path(uri)
     return path.getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
@@ -55,8 +62,7 @@ def read_text(spark: SparkSession, uri: str) -> str:
     fs, path = _path(spark, uri)
     stream = fs.open(path)
     try:
-        jvm = spark._jvm
-        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+        data = jvm_view(spark).org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:
         stream.close()
     return bytes(data).decode("utf-8")
@@ -77,7 +83,7 @@ def upload(spark: SparkSession, local_dir: str, uri: str) -> None:
 
     Hadoop's generic stream copy, not S3A's copyFromLocalFile (which fails to relativize some local paths).
     """
-    jvm = spark._jvm
+    jvm = jvm_view(spark)
     conf = spark._jsc.hadoopConfiguration()
     source = jvm.org.apache.hadoop.fs.Path(qualify(spark, local_dir))
     target_fs, target = _path(spark, uri)

@@ -195,10 +195,10 @@ def _spark_tasks(spark: SparkSession | None) -> tuple[int, int] | None:
         return None
     try:
         tracker = spark.sparkContext.statusTracker()
-        infos = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
+        found = [tracker.getStageInfo(i) for i in tracker.getActiveStageIds()]
     except Exception:
         return None
-    infos = [i for i in infos if i is not None]
+    infos = [i for i in found if i is not None]
     if not infos:
         return None
     return sum(i.numCompletedTasks for i in infos), sum(i.numTasks for i in infos)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -279,6 +280,7 @@ def _decimals(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -
     pos = 0
     for digits in _decimal_groups(prec, frac):
         nbytes = DIG2BYTES[digits] if digits < 9 else 4
+        word: np.ndarray
         if nbytes == 4:
             word = np.ascontiguousarray(mat[:, pos : pos + 4]).view(">u4").ravel().astype(np.int64)
         else:
@@ -290,13 +292,13 @@ def _decimals(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -
         pos += nbytes
     _check(bad)
     if prec <= 18:
-        acc = np.zeros(n, np.int64)
+        acc: np.ndarray = np.zeros(n, np.int64)
         for digits, word in words:
             acc = acc * 10**digits + word
         acc = np.where(negative, -acc, acc)
         return _decimal128_from_int(acc, np.where(acc < 0, -1, 0), col.arrow_type)
     if col.kind == K.DECIMAL:
-        limbs = [np.zeros(n, np.uint64) for _ in range(4)]
+        limbs: list[np.ndarray] = [np.zeros(n, np.uint64) for _ in range(4)]
         for digits, word in words:
             carry = word.astype(np.uint64)
             mult = np.uint64(10**digits)
@@ -344,7 +346,7 @@ def _decimal_text(
     mat = np.full((n, width), ord("0"), np.uint8)
     if frac:
         mat[:, 1 + int_w] = ord(".")
-    first = np.full(n, int_w - 1, np.int64)  # first integer digit printed (relative to column 1)
+    first: np.ndarray = np.full(n, int_w - 1, np.int64)  # first integer digit printed (relative to column 1)
     nonzero = np.zeros(n, bool)
     offset = 0  # digit position of the group
     int_groups = []
@@ -968,9 +970,9 @@ def _keys_vectorised(schema: TableSchema, keys: pa.Array) -> list[pa.Array] | No
         if schema.pk_kind == "rowid":
             arrays = [pa.array(handles, pa.int64())]
         else:
-            col = schema.handle_column
-            assert col is not None
-            arrays = [_attempt(everything, ok, lambda r: _handle_array(col, handles[r]))[1]]
+            handle_col = schema.handle_column
+            assert handle_col is not None
+            arrays = [_attempt(everything, ok, lambda r: _handle_array(handle_col, handles[r]))[1]]
         return arrays if ok.all() else None
     plan = _plan(schema, None)
     if plan.key_parser is None or not plan.key_parser.supported:
@@ -979,6 +981,6 @@ def _keys_vectorised(schema: TableSchema, keys: pa.Array) -> list[pa.Array] | No
     ok = kc.ok
     arrays = []
     for k, (col, _) in enumerate(schema.common_handle):
-        _, (arr, _zero) = _attempt(everything, ok, lambda r, k=k, col=col: _key_column(col, kc, k, r))
+        _, (arr, _zero) = _attempt(everything, ok, partial(_key_column, col, kc, k))
         arrays.append(arr)  # zero dates are NULL already, as decode_row gives them
     return arrays if ok.all() else None

@@ -270,10 +270,12 @@ class Cells:
     def by_column(self) -> Cells:
         """The same cells column-major ((slot, row): what decoding reads, one column at a time)."""
 
-        def t(a: np.ndarray | None) -> np.ndarray | None:
-            return None if a is None else np.ascontiguousarray(a.T)
+        def t(a: np.ndarray) -> np.ndarray:
+            return np.ascontiguousarray(a.T)
 
-        return Cells(self.ok, t(self.state), t(self.start), t(self.end), t(self.form), t(self.ival))
+        form = None if self.form is None else t(self.form)
+        ival = None if self.ival is None else t(self.ival)
+        return Cells(self.ok, t(self.state), t(self.start), t(self.end), form, ival)
 
     def values_of(self, slot: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(start, end, form) of column ``slot`` in ``rows`` (column-major cells); FORM_INT cells carry their

@@ -101,7 +101,7 @@ def checksum_failures(keys: pa.Array, values: pa.Array) -> tuple[np.ndarray, int
     raw = fits & ((version == RAW_KEY) | (version == RAW_HANDLE))
     rows, s, end, version = rows[raw], s[raw], end[raw], version[raw]
     stored = _u(vals, s + end + 1, 4)
-    vbuf, kbuf = memoryview(vals.data), memoryview(ks.data)
+    vbuf, kbuf = vals.data.data, ks.data.data  # ndarray.data: the array's buffer as a memoryview
     k0, k1 = ks.starts[rows], ks.offsets[1:][rows]
     bad = []
     crc32 = zlib.crc32

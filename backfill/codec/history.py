@@ -184,6 +184,3 @@ class SchemaHistory:
             if v.schema is not None and physical_id in v.schema.physical_ids:
                 return v.schema.table_id
         return None
-
-    def all_physical_ids(self) -> frozenset[int]:
-        return frozenset(p for v in self.versions if v.schema for p in v.schema.physical_ids)

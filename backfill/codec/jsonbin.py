@@ -372,6 +372,7 @@ def format_float(f: float) -> str:
     a = abs(f)
     if a != 0 and (a < 1e-15 or a >= 1e15):
         sign, digits, exp = Decimal(repr(f)).as_tuple()
+        assert isinstance(exp, int)  # a finite number's exponent (not 'n'/'N'/'F')
         ds = "".join(map(str, digits)).rstrip("0") or "0"
         e = exp + len(digits) - 1
         mant = ds[0] + ("." + ds[1:] if len(ds) > 1 else "")

@@ -114,7 +114,7 @@ class KeyParser:
             ok &= pos < end
             ok &= np.isin(flag, allowed)
             cs = pos + 1
-            pattern = np.zeros(len(pos), np.uint64)
+            pattern: np.ndarray = np.zeros(len(pos), np.uint64)
             length = np.zeros(len(pos), np.int64)
             start = cs.copy()
             ce = cs.copy()

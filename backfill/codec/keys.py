@@ -129,7 +129,9 @@ def table_span(table_id: int) -> tuple[bytes, bytes]:
 def record_key(table_id: int, handle: int | Sequence[tuple[ColumnSchema, Any]]) -> bytes:
     """``t{table}_r{handle}``: an int handle, or a clustered PK as ``[(column, value), ...]``."""
     prefix = table_prefix(table_id) + RECORD_SEP
-    if isinstance(handle, int) and not isinstance(handle, bool):
+    if isinstance(handle, bool):
+        raise TypeError(f"a record handle is an int or a clustered key's columns, not {handle!r}")
+    if isinstance(handle, int):
         if handle >= 1 << 63:  # BIGINT UNSIGNED PK: the handle is the int64 bit pattern
             handle -= 1 << 64
         return prefix + encode_cmp_int(handle)

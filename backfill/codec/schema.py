@@ -283,6 +283,7 @@ class TableSchema:
         by_offset = {c.offset: c for c in all_cols}
         handle_column = None
         common: list[tuple[ColumnSchema, int]] = []
+        pk_columns: tuple[str, ...]
         if table_info.get("pk_is_handle"):
             handle_column = next((c for c in visible if c.is_primary_key), None)
             if handle_column is None or handle_column.kind not in (

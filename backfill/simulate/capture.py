@@ -71,7 +71,6 @@ class Capture:
         lag_retired: bool = False,
     ) -> None:
         self.scan_id = scan_id
-        self.dir = scan_dir
         self.checkpoint_ts = checkpoint_ts
         self.current_ts = current_ts
         self.regions = regions

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -76,7 +77,7 @@ def simulate_command(
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
         config = SimulationConfig(
-            out=out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
+            out=Path(out), seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
             ddls_per_scan=ddls_per_scan, mysql_url=mysql,
             storage_sinks=tuple(StorageSink(protocol=p, seed=seed) for p in storage_sinks),
             ticdc_changelog=kafka is not None,

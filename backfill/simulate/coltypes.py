@@ -9,11 +9,10 @@ consumer decodes" can be compared with ``==`` (``ZERO_TIME`` decodes to None).
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import json
 import random
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from backfill.codec import ZERO_TIME
@@ -22,7 +21,7 @@ from backfill.codec import ZERO_TIME
 NOT_NULL, PRI_KEY, UNSIGNED, ZEROFILL, BINARY, NO_DEFAULT = 1, 2, 32, 64, 128, 4096
 
 UTC = dt.UTC
-_WIDE = decimal.Context(prec=100)
+_WIDE = Context(prec=100)
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _WORDS = ("tide", "lake", "delta", "region", "scan", "tikv", "raft", "lock", "commit", "snapshot")
 _UNICODE = ("é", "ß", "中", "ü", "ø", "ñ")

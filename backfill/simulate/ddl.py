@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from backfill.codec import table_span
 from backfill.simulate import coltypes as ct
@@ -35,6 +35,7 @@ from backfill.simulate.tables import (
 )
 from backfill.simulate.txns import Workload
 from backfill.simulate.world import World
+from tidelake.sqlident import quote_ident
 
 ACTION = {
     "create_table": 3,
@@ -73,6 +74,17 @@ class DdlJob:
     drop_pids: tuple[int, ...] = ()
     start_ts: int = 0
     next_tick: int = 0
+
+
+class _JobIdentity(TypedDict):
+    """The DdlJob fields every kind of DDL fills the same way."""
+
+    id: int
+    kind: str
+    uid: int
+    db: str
+    table_name: str
+    table_id: int
 
 
 class DdlRunner:
@@ -254,7 +266,9 @@ class DdlRunner:
             return None
         d = rng.choice(cands)
         q = d.qualified
-        base = dict(id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id)
+        base = _JobIdentity(
+            id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id
+        )
         non_pk = [c for c in d.public if not c.pk]
 
         if kind == "drop_table":
@@ -315,7 +329,7 @@ class DdlRunner:
                 replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
                 for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)
             ]
-            sql = f"ALTER TABLE {q} DROP COLUMN `{col.name}`"
+            sql = f"ALTER TABLE {q} DROP COLUMN {quote_ident(col.name)}"
             return DdlJob(
                 **base,
                 query=sql,
@@ -371,7 +385,7 @@ class DdlRunner:
             col = rng.choice(non_pk)
             new = replace(col, name=self._fresh_name(col.name, "r"))
             final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
-            sql = f"ALTER TABLE {q} RENAME COLUMN `{col.name}` TO `{new.name}`"
+            sql = f"ALTER TABLE {q} RENAME COLUMN {quote_ident(col.name)} TO {quote_ident(new.name)}"
             return DdlJob(**base, query=sql, mysql=[sql], final=final)
         assert d.partition is not None
         part = d.partition
@@ -382,7 +396,7 @@ class DdlRunner:
             final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
             steps = [replace(d, partition=replace(part, adding=(new_def,)))]
             sql = (
-                f"ALTER TABLE {q} ADD PARTITION (PARTITION `{new_def.name}` VALUES LESS THAN "
+                f"ALTER TABLE {q} ADD PARTITION (PARTITION {quote_ident(new_def.name)} VALUES LESS THAN "
                 f"({new_def.less_than}))"
             )
             return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
@@ -390,10 +404,10 @@ class DdlRunner:
         if kind == "drop_partition":
             if len(part.defs) < 2:
                 return None
-            rest = tuple(p for p in part.defs if p.id != victim.id)
-            final = replace(d, partition=replace(part, defs=rest))
-            steps = [replace(d, partition=replace(part, defs=rest, dropping=(victim,)))]
-            sql = f"ALTER TABLE {q} DROP PARTITION `{victim.name}`"
+            kept = tuple(p for p in part.defs if p.id != victim.id)
+            final = replace(d, partition=replace(part, defs=kept))
+            steps = [replace(d, partition=replace(part, defs=kept, dropping=(victim,)))]
+            sql = f"ALTER TABLE {q} DROP PARTITION {quote_ident(victim.name)}"
             return DdlJob(
                 **base,
                 query=sql,
@@ -409,7 +423,7 @@ class DdlRunner:
             final = replace(
                 d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p for p in part.defs))
             )
-            sql = f"ALTER TABLE {q} TRUNCATE PARTITION `{victim.name}`"
+            sql = f"ALTER TABLE {q} TRUNCATE PARTITION {quote_ident(victim.name)}"
             return DdlJob(
                 **base,
                 query=sql,

@@ -24,6 +24,7 @@ from backfill.simulate.tables import TEMPLATES, build_table
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
 from backfill.sources.kvscan import format as kvscan
+from tidelake.sqlident import quote_ident
 from tidelake.tso import compose_ts
 
 DATABASES = ("shop", "ops")
@@ -66,7 +67,7 @@ class Engine:
             w.db_ids[db] = w.ids.take()[0]
             if w.changes is not None:  # created just before the first TSO the tables get
                 w.changes.ddl(
-                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE `{db}`", 1, None
+                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE {quote_ident(db)}", 1, None
                 )
         for i in range(self.cfg.tables):
             tmpl = TEMPLATES[i % len(TEMPLATES)]
@@ -165,7 +166,6 @@ class Engine:
 
     def window(self, k: int, txns: int) -> None:
         w, cfg, rng = self.w, self.cfg, self.w.rng
-        seeds = 0
         if k == 0 and cfg.rows:
             for uid in sorted(w.catalog.done):
                 left = cfg.rows
@@ -173,7 +173,6 @@ class Engine:
                     n = min(SEED_ROWS_PER_TXN, left)
                     left -= n
                     self.load.start("normal", uid=uid, rows=n)
-                    seeds += 1
                     self.tick(0)
         gap = rng.randint(8, 16)
         rate = txns / (gap + 12)
@@ -218,10 +217,8 @@ class Engine:
         }
         scan_id = f"scan-{k + 1:05d}"
         scan_dir = cfg.out / "scans" / scan_id
-        tables = [
-            {"schema_name": v.db, "table_info": v.table_info()} for v in w.catalog.tables_at(checkpoint)
-        ]
-        kvscan.write_tables(scan_dir, ((t["schema_name"], t["table_info"]) for t in tables))
+        tables = [(v.db, v.table_info()) for v in w.catalog.tables_at(checkpoint)]  # (schema, TableInfo)
+        kvscan.write_tables(scan_dir, tables)
         cap = Capture(
             scan_id,
             scan_dir,
@@ -253,7 +250,7 @@ class Engine:
         w.capture = None
         jobs = [job for finished, job in self.ddl.done_jobs if checkpoint < finished <= current]
         kvscan.write_ddl_jobs(scan_dir, jobs)
-        pids = {p for t in tables for p in _physical_ids(t["table_info"])}
+        pids = {p for _, info in tables for p in _physical_ids(info)}
         pids |= {
             p for job in jobs if job["binlog"]["TableInfo"] for p in _physical_ids(job["binlog"]["TableInfo"])
         }

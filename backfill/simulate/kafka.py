@@ -41,6 +41,7 @@ from backfill.simulate.ticdc_open import (
 )
 from backfill.sources.ticdc.compression import check_codec, compress
 from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+from tidelake.conventions import ROWID
 
 MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
 
@@ -188,7 +189,7 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
         if not feed.output_old_value and new is not None:
             old = None
         row = new if new is not None else old
-        rowid = row.get("_tidb_rowid") if schema.pk_kind == "rowid" else None
+        rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
         if schema.pk_kind == "int":
             rowid = row[schema.pk_columns[0]]
         key = key_json(

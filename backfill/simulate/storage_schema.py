@@ -150,8 +150,8 @@ def table_column(col: ColumnSchema, *, output_column_id: bool = False, elems: bo
     if elems and col.tp in (S.TP_ENUM, S.TP_SET) and col.elems:
         out["ColumnElems"] = list(col.elems)
     # Go orders struct fields: Precision/Scale come after Default, Nullable/IsPk/Elems last.
-    order = ("ColumnId", "ColumnName", "ColumnType", "ColumnDefault", "ColumnPrecision", "ColumnScale")
-    order += ("ColumnNullable", "ColumnIsPk", "ColumnElems")
+    order = ("ColumnId", "ColumnName", "ColumnType", "ColumnDefault", "ColumnPrecision", "ColumnScale",
+             "ColumnNullable", "ColumnIsPk", "ColumnElems")  # fmt: skip
     return {k: out[k] for k in order if k in out}
 
 

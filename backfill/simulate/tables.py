@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import cached_property
 from typing import Any
@@ -18,6 +18,8 @@ from typing import Any
 from backfill.codec import TableSchema
 from backfill.simulate import coltypes as ct
 from backfill.simulate.coltypes import SqlType
+from tidelake.conventions import ROWID
+from tidelake.sqlident import quote_ident, quote_qualified
 
 # SchemaState
 NONE, DELETE_ONLY, WRITE_ONLY, WRITE_REORG, DELETE_REORG, PUBLIC, REPLICA_ONLY = 0, 1, 2, 3, 4, 5, 6
@@ -91,7 +93,7 @@ class ColumnDef:
 
     def sql(self) -> str:
         """Column definition for CREATE/ALTER TABLE (MySQL/MariaDB/TiDB syntax)."""
-        parts = [f"`{self.name}`", self.type.column_sql(), "NULL" if self.nullable else "NOT NULL"]
+        parts = [quote_ident(self.name), self.type.column_sql(), "NULL" if self.nullable else "NOT NULL"]
         if self.default is not NO_DEFAULT:
             parts.append(f"DEFAULT {ct.sql_literal(self.type, self.default)}")
         return " ".join(parts)
@@ -112,13 +114,6 @@ class Partitioning:
     defs: tuple[PartitionDef, ...]
     adding: tuple[PartitionDef, ...] = ()
     dropping: tuple[PartitionDef, ...] = ()
-
-    def route(self, value: int) -> PartitionDef | None:
-        """The partition a row with this column value lives in (MySQL RANGE semantics)."""
-        for d in self.defs:
-            if value < d.less_than:
-                return d
-        return None
 
     def lower_bound(self, d: PartitionDef) -> int:
         prev = [p.less_than for p in self.defs if p.less_than < d.less_than]
@@ -155,8 +150,8 @@ class Partitioning:
         }
 
     def sql(self) -> str:
-        parts = ", ".join(f"PARTITION `{d.name}` VALUES LESS THAN ({d.less_than})" for d in self.defs)
-        return f"PARTITION BY RANGE (`{self.column}`) ({parts})"
+        parts = ", ".join(f"PARTITION {quote_ident(d.name)} VALUES LESS THAN ({d.less_than})" for d in self.defs)
+        return f"PARTITION BY RANGE ({quote_ident(self.column)}) ({parts})"
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,7 +186,7 @@ class TableVersion:
 
     @property
     def qualified(self) -> str:
-        return f"`{self.db}`.`{self.name}`"
+        return quote_qualified(self.db, self.name)
 
     def column(self, name: str) -> ColumnDef:
         for c in self.columns:
@@ -204,9 +199,6 @@ class TableVersion:
             if c.id == cid:
                 return c
         return None
-
-    def evolve(self, **changes: Any) -> TableVersion:
-        return replace(self, **changes)
 
     # ------------------------------------------------------------ TiDB metadata
 
@@ -294,10 +286,10 @@ class TableVersion:
         downstream row identity matches TiDB's hidden handle (and ``SELECT *`` still hides it)."""
         defs = [c.sql() for c in self.public]
         if self.pk_kind == "rowid" and mysql:
-            defs.insert(0, "`_tidb_rowid` BIGINT NOT NULL DEFAULT 0 INVISIBLE")
-            defs.append("PRIMARY KEY (`_tidb_rowid`)")
+            defs.insert(0, f"{quote_ident(ROWID)} BIGINT NOT NULL DEFAULT 0 INVISIBLE")
+            defs.append(f"PRIMARY KEY ({quote_ident(ROWID)})")
         elif self.pk_kind != "rowid":
-            cols = ", ".join(f"`{c.name}`" for c in self.pk_columns)
+            cols = ", ".join(quote_ident(c.name) for c in self.pk_columns)
             clustered = "" if mysql else " /*T![clustered_index] CLUSTERED */"
             defs.append(f"PRIMARY KEY ({cols}){clustered}")
         text = f"CREATE TABLE {self.qualified} ({', '.join(defs)})"

@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
+from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.sources.ticdc import go_quote
 from backfill.sources.ticdc.open_rows import (
     BLOB_CODES,
@@ -245,10 +245,6 @@ def row_value_json(
 
 def ddl_value_json(query: str, action: int) -> bytes:
     return go_json({"q": query, "t": action})
-
-
-def rowid_of(schema: TableSchema, row: Mapping[str, Any]) -> int | None:
-    return row.get(ROWID_NAME) if schema.pk_kind == "rowid" else None
 
 
 # ---------------------------------------------------------------- Go's encoding/json

@@ -20,6 +20,7 @@ from backfill.simulate.coltypes import convert, random_value
 from backfill.simulate.store import Lock
 from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion
 from backfill.simulate.world import World, decode_phys
+from tidelake.conventions import ROWID
 
 HOT_UID = 1  # the first table created: the hot one when ``hot_table_share`` asks for one
 KINDS = ("normal", "multi", "1pc", "rollback", "pipelined", "large")
@@ -497,10 +498,10 @@ class Workload:
                 row = decode_phys(d, m.phys)
                 named = {c.name: row[c.id] for c in d.schema.columns}
                 if -1 in m.pk:
-                    named["_tidb_rowid"] = m.pk[-1]
+                    named[ROWID] = m.pk[-1]
                 w.oplog.add((txn.commit_ts, "put", d.db, d.name, named))
             else:
-                keys = {"_tidb_rowid": m.pk[-1]} if -1 in m.pk else {c.name: m.pk[c.id] for c in d.pk_columns}
+                keys = {ROWID: m.pk[-1]} if -1 in m.pk else {c.name: m.pk[c.id] for c in d.pk_columns}
                 w.oplog.add((txn.commit_ts, "delete", d.db, d.name, keys))
 
     def _finish(self, txn: Txn, *, committed: bool) -> None:

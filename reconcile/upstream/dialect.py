@@ -23,15 +23,15 @@ if TYPE_CHECKING:
     from reconcile.upstream.mysql import MySQL
 
 Query = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]  # run one statement, return its rows
-D = TypeVar("D", bound=type)
+D = TypeVar("D", bound="type[MySQL]")
 
-_REGISTRY: dict[str, type] = {}
+_REGISTRY: dict[str, type[MySQL]] = {}
 _BUILT_IN = ("reconcile.upstream.mysql", "reconcile.upstream.mariadb", "reconcile.upstream.tidb")
 
 
 def register(cls: D) -> D:
     """Class decorator: make a dialect known by its `name` (later registrations are more specific)."""
-    _REGISTRY[cls.name] = cls  # type: ignore[attr-defined]
+    _REGISTRY[cls.name] = cls
     return cls
 
 
@@ -58,7 +58,7 @@ def detect(version: str) -> MySQL:
     """The dialect for a server that reports `version`: the last registered one that claims it."""
     _load()
     for cls in reversed(list(_REGISTRY.values())):
-        if cls.claims(version):  # type: ignore[attr-defined]
+        if cls.claims(version):
             found: MySQL = cls(version)
             return found
     raise ValueError(f"no upstream dialect understands server version {version!r}")

@@ -186,7 +186,7 @@ def _field_value(raw: SparkColumn) -> SparkColumn:
     """NULL for a bare `\\N`, the unescaped body of an enclosed field, a bare field as is."""
     from pyspark.sql import functions as F
 
-    body = F.substring(raw, 2, F.length(raw) - 2)  # type: ignore[arg-type]
+    body = F.substring(raw, 2, F.length(raw) - 2)
     enclosed = raw.startswith('"') & raw.endswith('"') & (F.length(raw) >= 2)
     return F.when(raw == F.lit("\\N"), F.lit(None)).when(enclosed, unescape(body)).otherwise(raw)
 

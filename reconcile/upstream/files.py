@@ -28,6 +28,7 @@ from reconcile.sparkside import SparkSide
 from reconcile.upstream import dumpling
 from reconcile.upstream.sql import match_tables
 from tidelake import fs
+from tidelake.conventions import ROWID
 from tidelake.errors import InputError
 from tidelake.sqlident import quote_ident
 
@@ -98,7 +99,7 @@ class FilesUpstream:
                     db, _, table = stem.partition(".")
                     names.append((db, table))
             return names
-        root = fs.join(self.path, self._scan) if self.format == "expected" else self.path
+        root = fs.join(self.path, self._scan) if self._scan is not None else self.path  # "expected": a scan
         names = []
         for entry in fs.list_dir(self.spark, root):
             if entry.is_dir and not entry.name.startswith(("_", ".")):
@@ -131,7 +132,7 @@ class FilesUpstream:
         columns = tuple(
             column_from_spark(f.name, f.dataType.simpleString(), f.nullable)
             for f in df.schema.fields
-            if f.name.lower() not in DELTA_ONLY_COLUMNS or f.name.lower() == "_tidb_rowid"
+            if f.name.lower() not in DELTA_ONLY_COLUMNS or f.name.lower() == ROWID
         )
         return TableSchema(db, table, columns, _parquet_key(path))
 

@@ -30,7 +30,6 @@ import fnmatch
 import queue
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager, suppress
@@ -53,13 +52,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class CountingConnection(pymysql.connections.Connection):  # type: ignore[misc]
+class CountingConnection(pymysql.connections.Connection):
     """A pymysql connection that counts the bytes it reads from the server."""
 
     bytes_received = 0
 
     def _read_bytes(self, num_bytes: int) -> bytes:
-        data: bytes = super()._read_bytes(num_bytes)
+        # A private pymysql method that types-PyMySQL does not declare.
+        data: bytes = super()._read_bytes(num_bytes)  # type: ignore[misc]
         self.bytes_received += len(data)
         return data
 
@@ -121,7 +121,10 @@ def server_dialect(conn: pymysql.connections.Connection, configured: str) -> MyS
     """The dialect of what the server really is (the config's `kind` is checked, not trusted)."""
     with conn.cursor() as cur:
         cur.execute("SELECT VERSION()")
-        version = str(cur.fetchone()[0])
+        row = cur.fetchone()
+    if row is None:
+        raise UpstreamError("SELECT VERSION() returned no row")
+    version = str(row[0])
     dialect = detect(version)
     if configured == "tidb" and dialect.name != "tidb":
         raise UpstreamError(f"upstream kind is 'tidb' but the server is {version}")
@@ -310,14 +313,12 @@ class SqlTableReader:
             self._pool.put(conn)
         self._workers = len(conns)
         self._lock = threading.Lock()
-        self.queries = 0
-        self.query_seconds = 0.0
+        self.queries = 0  # read by the engine for the report (a files upstream has none)
 
     # -- plumbing
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         conn = self._pool.get()
-        started = time.monotonic()
         try:
             with conn.cursor() as cur:
                 cur.execute(sql, tuple(params))
@@ -329,7 +330,6 @@ class SqlTableReader:
         finally:
             with self._lock:
                 self.queries += 1
-                self.query_seconds += time.monotonic() - started
             self._pool.put(conn)
 
     def _parallel(

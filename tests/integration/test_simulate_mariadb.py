@@ -40,5 +40,5 @@ def test_mysql_url_parsing_keeps_the_password_out_of_repr() -> None:
     t = parse_mysql_url("mysql://app:s%3Acret@db.example:3307/shop")
     assert (t.host, t.port, t.user, t.password, t.database) == ("db.example", 3307, "app", "s:cret", "shop")
     assert "s:cret" not in repr(t)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"expected a mysql://user\[:password\]@host"):
         parse_mysql_url("postgres://x@y/")

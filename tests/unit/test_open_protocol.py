@@ -213,7 +213,7 @@ def test_go_quote_vectors(raw, quoted):
 def test_go_unquote_octal_and_long_escapes():
     assert unquote("\\101\\U0001F600\\u4e2d") == b"A" + "😀中".encode()
     for broken in ("\\", "\\q", "\\x4", '"', "\\ud800"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="dangling backslash|escape|double quote"):
             unquote(broken)
 
 

@@ -68,7 +68,7 @@ def test_identifiers_are_validated_and_backtick_quoted() -> None:
     assert quote_upstream_ident("ünï code") == "`ünï code`"
     assert quote_upstream_ident("a`b") == "`a``b`"
     for bad in ("", "x" * 65, "nul\x00"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="is not a valid (MySQL|SQL) identifier"):
             quote_upstream_ident(bad)
 
 

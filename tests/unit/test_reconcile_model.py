@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from reconcile.downstream import VersionTs, choose_version, resolved_history
-from reconcile.errors import SchemaMismatch
+from reconcile.errors import SchemaMismatch, TableNotFound
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import DiffCounts, ReconcileResult, RepairOutcome, RowSample, TableResult, exit_code
 from reconcile.schema import Kind, TableSchema, column_from_type, compare_schemas
@@ -110,7 +110,7 @@ def test_table_patterns_match_or_fail_loudly() -> None:
     names = [("shop", "orders"), ("shop", "items"), ("ops", "events")]
     assert match_tables(names, ["shop.*"], "upstream") == [("shop", "orders"), ("shop", "items")]
     assert match_tables(names, ["*.events", "ops.*"], "upstream") == [("ops", "events")]
-    with pytest.raises(Exception, match="no upstream table matches 'shop.missing'"):
+    with pytest.raises(TableNotFound, match=r"^no upstream table matches 'shop\.missing'$"):
         match_tables(names, ["shop.missing"], "upstream")
 
 

@@ -11,7 +11,7 @@ window are typed in `mapInArrow` by `open_rows`; the shared collapse does the re
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,6 +39,7 @@ from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, 
 from tidelake import delta, fs
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
+from tidelake.sqlident import quote_ident
 from tidelake.tso import ts_to_datetime
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def decode_events(records: DataFrame, compression: str) -> DataFrame:
     """Kafka records -> open-protocol events (one row per event; framing errors name topic, partition,
     offset)."""
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
                 events = decode_records(batch, compression=compression)
@@ -209,9 +210,9 @@ class KafkaSource(Source):
             for t in existing:
                 if t.record is not None and t.label in t.record.schemas:
                     infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
-            for (db, name), sample in plan.samples.items():  # a table's first inferred schema stays
+            for (db, name), first in plan.samples.items():  # a table's first inferred schema stays
                 if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
-                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, sample))
+                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, first))
             for ddl in plan.ddls:
                 label = f"{ddl['schema']}.{ddl['table']}"
                 if label in infos and start_ts < ddl["ts"] <= resolved_ts:
@@ -341,7 +342,7 @@ def typed_rows(
         & (F.col("ts") <= high)
     )
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             table = pa.Table.from_batches([batch])
             table = table.set_column(
@@ -362,7 +363,7 @@ def typed_rows(
             out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
             yield from out.to_batches()
 
-    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, `{LINE}` BIGINT")
+    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT")
 
 
 def _survey(events: DataFrame | None) -> _Plan:

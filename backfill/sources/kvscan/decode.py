@@ -7,7 +7,7 @@ and `_tidb_op` for the MERGE.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -19,6 +19,7 @@ from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
 from backfill.codec.checksum import checksum_failures
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
+from tidelake.sqlident import quote_ident
 
 if TYPE_CHECKING:
     from pyspark import Accumulator
@@ -31,7 +32,7 @@ def output_schema(schema: TableSchema) -> pa.Schema:
 
 def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
     """Spark DDL of the decoded rows; `nullable` drops NOT NULL (DELETE rows carry only the key)."""
-    ddl = f"{schema.spark_ddl}, `{COMMIT_TS}` BIGINT, `{OP}` STRING"
+    ddl = f"{schema.spark_ddl}, {quote_ident(COMMIT_TS)} BIGINT, {quote_ident(OP)} STRING"
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 
@@ -63,9 +64,9 @@ def decode_changes_batch(
         parts.append(pa.RecordBatch.from_arrays(columns, schema=target))
     if deletes.num_rows:
         keys = decode_keys(schema, deletes.column("key"))
-        columns = {name: keys.column(name) for name in keys.schema.names}
+        key_columns = {name: keys.column(name) for name in keys.schema.names}
         nulls = {f.name: pa.nulls(deletes.num_rows, f.type) for f in schema.arrow_schema}
-        arrays = [columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
+        arrays = [key_columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
         arrays += [deletes.column("commit_ts"), deletes.column("op")]
         parts.append(pa.RecordBatch.from_arrays(arrays, schema=_nullable(target)))
     # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.
@@ -109,7 +110,7 @@ def decode_changes(
     that decoded rows, which shows key-range parallelism at work without another Spark job.
     """
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
                 out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)

@@ -151,7 +151,7 @@ def parse_tables_jsonl(text: str, where: str) -> list[TableDoc]:
 
 
 def parse_ddl_jobs_jsonl(text: str, where: str) -> list[Mapping[str, Any]]:
-    jobs = []
+    jobs: list[Mapping[str, Any]] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -98,8 +98,8 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
 
 
 def region_state(
-    scan_id: str, checkpoint_ts: int, region_id: int, events: Sequence[Mapping[str, object]]
-) -> dict[str, object]:
+    scan_id: str, checkpoint_ts: int, region_id: int, events: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """The `region` (or `error`) row the matcher gives for a region's INITIALIZED and RESOLVED events
     (`seq`, `type`, `resolved_ts` each); the other events do not change a region's state."""
     events = sorted(events, key=lambda e: e["seq"])
@@ -259,7 +259,7 @@ def matched_changes(events: DataFrame) -> DataFrame:
     )
 
 
-def _matched_changes(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _matched_changes(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     collected = list(batches)
     if collected:
         yield from match_key_range(pa.Table.from_batches(collected)).to_batches()

@@ -11,7 +11,7 @@ deliveries of a transaction (a changefeed restart writes it again into a later f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
@@ -57,6 +57,7 @@ from tidelake import fs
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
+from tidelake.sqlident import quote_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -329,7 +330,7 @@ def read_files(
     by_name = {_tail(f.path): f for f in files}
     target = output_schema(schema)
 
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stats = DecodeStats()
         for batch in batches:
             for path, content in zip(
@@ -345,7 +346,10 @@ def read_files(
         if zero_dates is not None and stats.zero_dates:
             zero_dates.add(stats.zero_dates)
 
-    ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, `{OP}` STRING, `{COMMIT_TS}` BIGINT, `{LINE}` BIGINT"
+    ddl = (
+        f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(OP)} STRING, "
+        f"{quote_ident(COMMIT_TS)} BIGINT, {quote_ident(LINE)} BIGINT"
+    )
     raw = spark.read.format("binaryFile").load([f.path for f in files])
     return raw.select("path", "content").mapInArrow(decode, ddl)
 
@@ -356,7 +360,7 @@ def one_delivery_per_transaction(changes: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     content = [c for c in changes.columns if c != LINE]
-    quoted = [F.col(_q(c)) for c in content]
+    quoted = [F.col(quote_ident(c)) for c in content]
     per_file = changes.groupBy(*quoted, F.shiftright(F.col(LINE), LINE_BITS).alias("_file")).agg(
         F.count(F.lit(1)).alias("_n"), F.min(LINE).alias(LINE)
     )
@@ -370,7 +374,3 @@ def _tail(path: str) -> str:
     """The path without its scheme and authority, percent-decoded (Spark's binaryFile reader and Hadoop's
     listing spell URIs differently: `file:///` or `file:/`, `%20` or a space)."""
     return unquote(re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path))
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

@@ -36,7 +36,7 @@ class ParsedRows:
     commit_ts: Any = field(default_factory=list)
     lines: Any = field(default_factory=list)
     values: list[Any] = field(default_factory=list)
-    filled: list[list[bool]] | None = None  # per column: the value was absent (filled like TiCDC does)
+    filled: list[Any] | None = None  # per column (bools): the value was absent (filled like TiCDC does)
 
     @classmethod
     def for_columns(cls, count: int, *, fills: bool = False) -> ParsedRows:

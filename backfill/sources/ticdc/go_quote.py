@@ -103,6 +103,7 @@ def quote(data: bytes) -> str:
     except UnicodeDecodeError:
         pass
     out: list[str] = []
+    ch: str | None
     i, n = 0, len(data)
     while i < n:
         b = data[i]

@@ -171,7 +171,7 @@ def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec:
     if docs is None:
         docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]
     get = dict.get
-    ts = list(map(get, docs, repeat("ts")))
+    ts: list[Any] = list(map(get, docs, repeat("ts")))  # JSON values: `clean` checks they are ints
     types = list(map(get, docs, repeat("t")))
     schemas = list(map(get, docs, repeat("scm")))
     tables = list(map(get, docs, repeat("tbl")))

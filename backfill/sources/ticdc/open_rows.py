@@ -45,10 +45,10 @@ from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSch
 from backfill.codec.values import ZeroDate, fill_value, int_bounds
 from backfill.sources.ticdc import go_quote
 from backfill.sources.ticdc.open_protocol import ROW, Where
+from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
 
 K = ColumnKind
-COMMIT_TS, OP = "_tidb_commit_ts", "_tidb_op"
 PARTITION, OFFSET, INDEX, FETCH = "_kafka_partition", "_kafka_offset", "_kafka_index", "_tidb_fetch"
 PUT, DELETE = "PUT", "DELETE"
 FETCH_HANDLE_KEY = "handle-key"
@@ -177,6 +177,7 @@ class _Batch:
         self.sections: list[dict[str, Any]] = []
         self.old: list[dict[str, Any] | None] = []
         raws = events.column("value").to_pylist()
+        docs: list[_Value] | None
         try:  # one typed parse for the whole batch; a failure is located value by value below
             with _no_gc():
                 docs = _VALUES.decode(b"[" + b",".join(raws) + b"]")
@@ -255,7 +256,7 @@ def rows_to_arrow(
     rows = np.array(moved, dtype=np.int64)
     keys = schema.pk_columns
     old_sections = [  # a key column absent from p did not change (only-output-updated-columns)
-        {k: _as_col(b.old[i].get(k, b.sections[i].get(k)), b, i) for k in keys} for i in moved
+        {k: _as_col((b.old[i] or {}).get(k, b.sections[i].get(k)), b, i) for k in keys} for i in moved
     ]
     sub = _Subset(b, moved)
     key_cols = decoder.columns(

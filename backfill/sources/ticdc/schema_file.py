@@ -128,10 +128,6 @@ class TableDefinition:
     columns: tuple[TableColumn, ...]
     total_columns: int
 
-    @property
-    def is_table(self) -> bool:
-        return bool(self.table)
-
     def checksum(self) -> int:
         """The checksum TiCDC puts in the file name."""
         payload = {
