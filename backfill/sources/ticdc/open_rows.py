@@ -210,6 +210,24 @@ class _Batch:
         return self.where(row).error(message, self.indexes[row])
 
 
+def incomplete_message(fetch: str, table: str, commit_ts: int) -> str:
+    """Why a handle-key-only or claim-check PUT stops the run, and what to change.
+
+    The full row is not fetched upstream: only TiDB can read a row as of a commit ts (``tidb_snapshot``),
+    MySQL-compatible servers cannot, and reading the row as it is now would apply a later state early."""
+    if fetch == FETCH_HANDLE_KEY:
+        kind, option = "handle-key-only", 'large-message-handle-option = "handle-key-only"'
+    else:
+        kind = "claim-check"
+        option = f'large-message-handle-option = "claim-check", the message stored at {fetch.removeprefix(FETCH_CLAIM_CHECK)!r}'
+    return (
+        f"{kind} event of {table} at commit ts {commit_ts} carries only the handle-key columns (the changefeed's "
+        f"{option}); tidelake does not fetch the full row upstream: recreate the changefeed with "
+        'large-message-handle-option = "none" and a max-message-bytes (changefeed and broker) above the largest '
+        "row, starting before this commit ts"
+    )
+
+
 def rows_to_arrow(
     events: pa.Table,
     schema: TableSchema,
@@ -233,12 +251,7 @@ def rows_to_arrow(
         return target.empty_table()
     for i, (fetch, put) in enumerate(zip(b.fetch, b.put, strict=True)):
         if fetch and put and incomplete == "fail":
-            raise b.error(
-                i,
-                f"{'claim-check' if fetch != FETCH_HANDLE_KEY else 'handle-key-only'} event of "
-                f"{schema.schema_name or '?'}.{schema.name} carries only the handle-key columns; "
-                "configure an upstream to fetch the full row",
-            )
+            raise b.error(i, incomplete_message(fetch, f"{schema.schema_name or '?'}.{schema.name}", b.ts[i].as_py()))
     st = DecodeStats()
     decoder = _Decoder(schema, time_zone, st, b)
     is_put = pa.array(b.put, pa.bool_())
