@@ -367,6 +367,9 @@ class _Decoder:
         put_list = is_put.to_pylist()  # zipped with Python lists: no numpy scalar per row
         out: list[pa.Array] = []
         any_delete = not puts.all()
+        deletes = put_list.count(False)
+        # a delete's non-key cells are not read: the sections once with an empty one for each delete
+        masked = [s if p else {} for s, p in zip(sections, put_list, strict=True)] if any_delete else sections
         for field in self.schema.arrow_schema:
             name = field.name
             if name == ROWID_NAME and self.schema.pk_kind == "rowid":
@@ -382,10 +385,12 @@ class _Decoder:
                 continue
             col = self.schema.by_name[name]
             is_key = name in self.key_names
-            cells = list(map(dict.get, sections, repeat(name)))
-            absent = None in cells  # before deletes' cells are masked: may a PUT lack this column?
             if any_delete and key_only_for_deletes and not is_key:
-                cells = [c if p else None for c, p in zip(cells, put_list, strict=True)]
+                cells = list(map(dict.get, masked, repeat(name)))
+                absent = cells.count(None) > deletes  # does a PUT lack this column?
+            else:
+                cells = list(map(dict.get, sections, repeat(name)))
+                absent = None in cells
             try:
                 arr = self._column(col, cells, puts, b, absent=absent)
             except _Bad as e:
