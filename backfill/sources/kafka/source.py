@@ -395,29 +395,40 @@ def typed_rows(
 
 
 def _survey(events: DataFrame | None) -> _Plan:
-    """One pass over the decoded events for the driver: watermarks, DDL events, a row event per table."""
+    """One pass over the decoded events for the driver (one Spark job): per partition its last resolved
+    event (watermark), the DDL events, a row event per table."""
     if events is None:
         return _Plan({}, [], {})
     from pyspark.sql import functions as F
 
-    resolved = (
-        events.filter(F.col("type") == RESOLVED).groupBy("topic", "partition").agg(F.max("ts").alias("ts"))
+    kind = F.col("type")
+    ddl = F.struct("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
+    groups = (
+        events.withColumn("schema", F.when(kind != RESOLVED, F.col("schema")))
+        .withColumn("table", F.when(kind != RESOLVED, F.col("table")))
+        .groupBy("type", "topic", "partition", "schema", "table")
+        .agg(
+            F.max("ts").alias("ts"),
+            F.max_by(F.when(kind == ROW, F.struct("value", "row_id")), "ts").alias("sample"),
+            F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
+        )
+        .collect()
     )
-    seen = {(r["topic"], r["partition"]): int(r["ts"]) for r in resolved.collect()}
-    ddls = [
-        r.asDict()
-        for r in events.filter(F.col("type") == DDL)
-        .select("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
-        .collect()
-    ]
-    samples = {
-        (r["schema"], r["table"]): {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
-        for r in events.filter(F.col("type") == ROW)
-        .groupBy("schema", "table")
-        .agg(F.max_by(F.struct("value", "row_id"), "ts").alias("sample"))
-        .collect()
-    }
-    return _Plan(seen, ddls, samples)
+    seen: dict[broker.TopicPartition, int] = {}
+    ddls: list[dict[str, Any]] = []
+    samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    for r in groups:
+        if r["type"] == RESOLVED:
+            seen[(r["topic"], r["partition"])] = int(r["ts"])
+        elif r["type"] == DDL:
+            ddls += [d.asDict() for d in r["ddls"]]
+        elif r["type"] == ROW and r["sample"] is not None:
+            key, ts = (r["schema"], r["table"]), int(r["ts"])
+            if key not in samples or ts > samples[key][0]:  # the table's latest row event over partitions
+                sample = {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
+                samples[key] = (ts, sample)
+    ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
+    return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()})
 
 
 def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[broker.TopicPartition, int]:
