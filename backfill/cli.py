@@ -148,15 +148,20 @@ def simulate(
     dispatcher: Annotated[
         str, typer.Option("--dispatcher", help="TiCDC partition dispatcher: default, table, index-value, ts.")
     ] = "default",
+    kafka_protocol: Annotated[
+        str, typer.Option("--kafka-protocol", help="open-protocol, or canal-json (with the TiDB extension).")
+    ] = "open-protocol",
     as_json: JsonOption = False,
 ) -> int:
     """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state;
-    with --kafka also publish it as a TiCDC changefeed's open-protocol messages."""
+    with --kafka also publish it as a TiCDC changefeed's open-protocol (or canal-json) messages."""
     from backfill.simulate.cli import simulate_command
     from backfill.simulate.kafka import Changefeed
 
     try:
-        feed = Changefeed(topic=kafka_topic, partitions=kafka_partitions, dispatcher=dispatcher)
+        feed = Changefeed(
+            topic=kafka_topic, partitions=kafka_partitions, dispatcher=dispatcher, protocol=kafka_protocol
+        )
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
     return simulate_command(

@@ -1,8 +1,8 @@
 """Kafka source benchmark: `python bench/kafka.py --events 5000000` (on local[2]).
 
 Simulates a workload (4 tables, kept in --data so a second run reuses it), publishes it as a TiCDC
-changefeed's open-protocol messages to a 6-partition topic (a broker from `.cache/kafka` is started when
---bootstrap is not given), then in one Spark session (JVM start excluded):
+changefeed's open-protocol (or --protocol canal-json) messages to a 6-partition topic (a broker from
+`.cache/kafka` is started when --bootstrap is not given), then in one Spark session (JVM start excluded):
 
   floor  Spark's Kafka batch read of the topic's offsets, written as Parquet (key, value, position)
   ours   `backfill run` from an empty warehouse: read, decode, resolve, collapse, MERGE into Delta
@@ -24,15 +24,19 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
 from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
+from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
 from backfill.sources.ticdc.open_protocol import Where, split_message
 
 ROW_EVENTS_PER_TXN = 4.5  # measured mix of the simulator's random transactions (rows per txn)
 
 
-def counted(messages, counter: list[int]):
+def counted(messages, counter: list[int], protocol: str = "open-protocol"):
     """The messages, counting their row events on the way (resolved and DDL events are one per message)."""
     for m in messages:
+        if protocol == "canal-json":
+            counter[0] += b'"isDdl":false' in m.value and b"TIDB_WATERMARK" not in m.value
+            yield m
+            continue
         pairs = split_message(m.key, m.value, Where(m.topic, m.partition, 0))
         if pairs and b'"t":1' in pairs[0][0]:
             counter[0] += len(pairs)
@@ -67,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--events", type=int, default=5_000_000, help="row events, about")
     parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--protocol", default="open-protocol", choices=("open-protocol", "canal-json"))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", type=Path, default=Path(".tidelake/bench/kafka"))
     parser.add_argument("--bootstrap", help="host:port of a broker (default: start one from .cache/kafka)")
@@ -92,11 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     bootstrap = args.bootstrap or broker.bootstrap
     try:
         topic = f"bench-{int(time.time())}"
-        feed = Changefeed(topic=topic, partitions=args.partitions, max_batch_size=64, restarts=1)
+        feed = Changefeed(
+            topic=topic, partitions=args.partitions, max_batch_size=64, restarts=1, protocol=args.protocol
+        )
         rows = [0]
         started = time.perf_counter()
         sent = publish(
-            counted(open_protocol_messages(sim, feed), rows), bootstrap, partitions=args.partitions
+            counted(changefeed_messages(sim, feed), rows, args.protocol), bootstrap, partitions=args.partitions
         )
         print(
             f"published {sum(sent.values()):,} messages, {rows[0]:,} row events in {time.perf_counter() - started:.1f}s"
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         conf = work / "job.toml"
         conf.write_text(
             f'[job]\nname = "bench"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{bootstrap}"\n'
-            f'topic = "{topic}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
+            f'topic = "{topic}"\nprotocol = "{args.protocol}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
         )
         started = time.perf_counter()
         result = run_backfill(spark, load_config(conf))

@@ -51,7 +51,7 @@ class KafkaSourceConfig:
     bootstrap_servers: str
     topic: str | None = None
     topic_pattern: str | None = None  # a Java regex; the matching topics are read together
-    protocol: Literal["open-protocol"] = "open-protocol"
+    protocol: Literal["open-protocol", "canal-json"] = "open-protocol"  # canal-json: with enable-tidb-extension
     # The changefeed's `large-message-handle-compression`: row and DDL values are compressed with it.
     compression: Literal["none", "snappy", "lz4"] = "none"
     time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it

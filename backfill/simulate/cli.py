@@ -11,7 +11,7 @@ from rich.table import Table
 
 from backfill.simulate.config import SimulationConfig, SimulationResult
 from backfill.simulate.engine import simulate
-from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
+from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
 from backfill.simulate.storage_sink import StorageSink
 from tidelake.errors import ConfigError, TidelakeError
 from tidelake.output import emit
@@ -102,7 +102,7 @@ def simulate_command(
     if kafka is not None:
         feed = feed or Changefeed()
         try:
-            sent = publish(open_protocol_messages(out, feed), kafka, partitions=feed.partitions)
+            sent = publish(changefeed_messages(out, feed), kafka, partitions=feed.partitions)
         except Exception as exc:  # confluent-kafka's errors: an unreachable broker, a refused topic
             raise TidelakeError(f"simulate: publishing to Kafka at {kafka} failed: {exc}") from None
         published = {

@@ -1,4 +1,4 @@
-"""The Kafka messages a TiCDC changefeed (open protocol) publishes for a simulated workload.
+"""The Kafka messages a TiCDC changefeed (open protocol or canal-json) publishes for a simulated workload.
 
 Input: a simulation run with ``ticdc_changelog=True`` (its ``ticdc/changes.pkl`` and
 ``expected/index.json``). Output, streamed: :class:`KafkaMessage` (topic, partition, key, value), in order
@@ -16,6 +16,10 @@ per partition, as TiCDC's MQ sink would send them (reference ticdc-protocols.md 
 - ``restarts`` times, at a resolved point, the producer "restarts": every row sent since the previous
   resolved event is sent again (same partitions, after the originals): at-least-once duplicates.
 
+With ``protocol="canal-json"`` (and the TiDB extension, as tidelake needs it): one message per row change
+(``canal_json_row_event_encoder.go``, the storage simulator's encoder without a terminator), a DDL to
+partition 0 only, and resolved points as ``TIDB_WATERMARK`` messages with ``_tidb.watermarkTs``.
+
 Memory stays bounded: the pending batches and the rows since the last resolved event.
 """
 
@@ -31,6 +35,7 @@ from typing import Any
 from backfill.codec.schema import TableSchema
 from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
 from backfill.simulate.dispatch import Dispatcher
+from backfill.simulate.storage_codec import CanalJsonEncoder
 from backfill.simulate.ticdc_open import (
     FLAVORS,
     ddl_value_json,
@@ -63,9 +68,12 @@ class Changefeed:
     resolved_every: int = 64
     restarts: int = 1
     seed: int = 0
+    protocol: str = "open-protocol"  # or canal-json (enable-tidb-extension=true)
 
     def __post_init__(self) -> None:
         check_codec(self.compression)
+        if self.protocol not in ("open-protocol", "canal-json"):
+            raise ValueError(f"protocol must be open-protocol or canal-json, got {self.protocol!r}")
         Dispatcher(self.dispatcher, self.columns, self.flavor)
         if self.flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {FLAVORS}, got {self.flavor!r}")
@@ -117,10 +125,46 @@ class _Producer:
             if self.pending[p]:
                 yield self._flush_one(p)
 
-    def broadcast(self, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
+    def broadcast(self, key: bytes, value: bytes, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
         yield from self.flush()
-        for p in range(self.feed.partitions):
+        for p in range(self.feed.partitions) if partitions is None else partitions:
             yield KafkaMessage(self.feed.topic, p, frame([key], version=True), frame([value], version=False))
+
+
+class _CanalProducer(_Producer):
+    """canal-json: every message alone, no framing."""
+
+    def add(self, partition: int, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
+        yield KafkaMessage(self.feed.topic, partition, key, value)
+
+    def broadcast(self, key: bytes, value: bytes, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
+        for p in range(self.feed.partitions) if partitions is None else partitions:
+            yield KafkaMessage(self.feed.topic, p, key, value)
+
+
+_CANAL_DDL_TYPES = (("CREATE TABLE", "CREATE"), ("DROP TABLE", "ERASE"), ("TRUNCATE", "TRUNCATE"),
+                    ("RENAME", "RENAME"), ("ALTER", "ALTER"))  # fmt: skip
+
+
+def _canal_head(db: str, table: str, kind: str, is_ddl: bool, ts_ms: int, sql: str) -> str:
+    return (
+        '{"id":0,"database":' + json.dumps(db) + ',"table":' + json.dumps(table) + ',"pkNames":null,"isDdl":'
+        + ("true" if is_ddl else "false") + ',"type":"' + kind + '","es":' + str(ts_ms) + ',"ts":' + str(ts_ms)
+        + ',"sql":' + json.dumps(sql) + ',"sqlType":null,"mysqlType":null,"data":null,"old":null'
+    )  # fmt: skip
+
+
+def canal_ddl_value(commit_ts: int, db: str, table: str, query: str) -> bytes:
+    """A canal-json DDL message with the TiDB extension (``newJSONMessageForDDL``)."""
+    upper = query.lstrip().upper()
+    kind = next((k for prefix, k in _CANAL_DDL_TYPES if upper.startswith(prefix)), "QUERY")
+    head = _canal_head(db, table, kind, True, commit_ts >> 18, query)
+    return (head + f',"_tidb":{{"commitTs":{commit_ts}}}}}').encode()
+
+
+def canal_watermark_value(ts: int) -> bytes:
+    """A canal-json ``TIDB_WATERMARK`` message (``newJSONMessageForResolvedTs``)."""
+    return (_canal_head("", "", "TIDB_WATERMARK", False, ts >> 18, "") + f',"_tidb":{{"watermarkTs":{ts}}}}}').encode()
 
 
 def _index(out: Path) -> list[dict[str, Any]]:
@@ -129,6 +173,12 @@ def _index(out: Path) -> list[dict[str, Any]]:
 
 
 def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMessage]:
+    """Every message the changefeed publishes for the simulation under ``out``, streamed (in
+    ``feed.protocol``: open protocol, or canal-json; see :func:`changefeed_messages`)."""
+    return changefeed_messages(out, feed)
+
+
+def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMessage]:
     """Every message the changefeed publishes for the simulation under ``out``, streamed."""
     out = Path(out)
     scans = _index(out)
@@ -139,8 +189,10 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
     final = marks[-1]
     rng = random.Random(feed.seed)
     dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)
-    producer = _Producer(feed)
+    canal = feed.protocol == "canal-json"
+    producer = _CanalProducer(feed) if canal else _Producer(feed)
     schemas: dict[Any, TableSchema] = {}
+    encoders: dict[Any, CanalJsonEncoder] = {}
     since_resolved: list[tuple[int, bytes, bytes]] = []
     restarts_left = feed.restarts
     rows_since = 0
@@ -159,13 +211,17 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
         since_resolved.clear()
         rows_since = 0
         last_resolved = ts
-        yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"")
+        if canal:
+            yield from producer.broadcast(b"", canal_watermark_value(ts))
+        else:
+            yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"")
 
     for rec in read_changelog(out / CHANGELOG_PATH):
         kind = rec[0]
         if kind == "schema":
             _, skey, db, info = rec
             schemas[skey] = TableSchema.from_table_info(info, schema_name=db)
+            encoders.pop(skey, None)
             continue
         ts = rec[1]
         if ts <= start_ts:
@@ -180,37 +236,39 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
             last_ts = ts
         if kind == "ddl":
             _, fts, db, table, query, action, _info = rec
-            value = compress(feed.compression, ddl_value_json(query, action))
-            yield from producer.broadcast(key_json(fts, db, table, type_=2, flavor=feed.flavor), value)
+            if canal:  # partition 0 only (mq_ddl_sink.go), after every row before it
+                yield from producer.broadcast(b"", canal_ddl_value(fts, db, table, query), [0])
+            else:
+                value = compress(feed.compression, ddl_value_json(query, action))
+                yield from producer.broadcast(key_json(fts, db, table, type_=2, flavor=feed.flavor), value)
             since_resolved.clear()
             continue
         _, cts, db, table, skey, ptn, new, old = rec
         schema = schemas[skey]
-        if not feed.output_old_value and new is not None:
+        if not feed.output_old_value and new is not None and not canal:  # canal-json always has them
             old = None
         row = new if new is not None else old
         rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
         if schema.pk_kind == "int":
             rowid = row[schema.pk_columns[0]]
-        key = key_json(
-            cts,
-            db,
-            table,
-            flavor=feed.flavor,
-            row_id=rowid,
-            physical_id=ptn,
-        )
-        value = compress(
-            feed.compression,
-            row_value_json(
-                schema,
-                new=new,
-                old=old,
-                flavor=feed.flavor,
-                time_zone=feed.time_zone,
-                output_old_value=feed.output_old_value,
-            ),
-        )
+        if canal:
+            encoder = encoders.get(skey)
+            if encoder is None:
+                encoder = encoders[skey] = CanalJsonEncoder(schema, db, terminator="", time_zone=feed.time_zone)
+            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
+        else:
+            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
+            value = compress(
+                feed.compression,
+                row_value_json(
+                    schema,
+                    new=new,
+                    old=old,
+                    flavor=feed.flavor,
+                    time_zone=feed.time_zone,
+                    output_old_value=feed.output_old_value,
+                ),
+            )
         handle = handle_columns(schema)
         names = set(handle) | set(feed.columns)
         values = {
@@ -287,4 +345,12 @@ def publish(
     return sent
 
 
-__all__ = ["Changefeed", "KafkaMessage", "open_protocol_messages", "publish"]
+__all__ = [
+    "Changefeed",
+    "KafkaMessage",
+    "canal_ddl_value",
+    "canal_watermark_value",
+    "changefeed_messages",
+    "open_protocol_messages",
+    "publish",
+]

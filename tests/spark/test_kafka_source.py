@@ -240,3 +240,31 @@ def test_a_run_killed_between_tables_loses_nothing(spark, kafka_broker, sim, tmp
     assert result.resolved_ts == last["resolved_ts"]
     assert warehouse_differences(spark, tmp_path / "wh", sim, last["scan_id"]) == []
     assert versions(tmp_path / "wh", spark) == before
+
+
+def test_canal_json_topic_builds_the_same_tables_as_kv_scan(spark, kafka_broker, sim, tmp_path):
+    """canal-json with the TiDB extension (one message per change, DDLs to partition 0, watermarks to
+    every partition, re-sent duplicates): the expected state, the kv-scan source's tables, once."""
+    from backfill.simulate.kafka import changefeed_messages
+    from tests.integration.test_sources_agree import warehouse_tables
+
+    topic = f"canal-{next(_topics)}"
+    feed = Changefeed(topic=topic, protocol="canal-json", dispatcher="index-value", partitions=3, restarts=2)
+    publish(changefeed_messages(sim, feed), kafka_broker.bootstrap, partitions=feed.partitions)
+    config = load_config(job_config(tmp_path, kafka_broker.bootstrap, topic, sim, extra='protocol = "canal-json"\n'))
+    result = run_backfill(spark, config)
+    last = load_index(sim)[-1]
+    assert result.resolved_ts == last["resolved_ts"], result.to_dict()
+    before = versions(tmp_path / "wh", spark)
+    again = run_backfill(spark, config)
+    assert again.note == "nothing new" and versions(tmp_path / "wh", spark) == before
+
+    kv = tmp_path / "kv.toml"
+    kv.write_text(
+        f'[job]\nname = "kv"\n[source]\npath = "{sim / "scans"}"\n[target]\nwarehouse = "{tmp_path / "kvwh"}"\n'
+    )
+    run_backfill(spark, load_config(kv))
+    ours, theirs = warehouse_tables(spark, tmp_path / "wh"), warehouse_tables(spark, tmp_path / "kvwh")
+    assert ours.keys() == theirs.keys() and ours
+    for table, rows in theirs.items():
+        assert ours[table] == rows, table

@@ -220,3 +220,51 @@ def test_status_reports_the_sink_checkpoint(spark, tmp_path, landed, capsys) -> 
     assert main(["status", "--config", str(conf), "--json"]) == 0
     out = capsys.readouterr().out
     assert "checkpoint-ts 150" in out or '"newest_scan_ts": 150' in out, out
+
+
+@pytest.mark.slow  # a simulated sink and four runs per protocol: the kill needs several tables
+@pytest.mark.parametrize("protocol", ["csv", "canal-json"])
+def test_a_run_killed_between_two_tables_finishes_once_on_rerun(spark, tmp_path, monkeypatch, protocol) -> None:
+    """A simulated sink folder; the run dies after its first table's commit. The rerun builds the tables an
+    uninterrupted run builds, leaves the finished table's version alone, and a third run adds nothing."""
+    from backfill.simulate import SimulationConfig, simulate
+    from backfill.simulate.storage_codec import CsvOptions
+    from backfill.simulate.storage_sink import StorageSink
+    from tests.integration.test_sources_agree import warehouse_tables
+    from tests.kill import killed_after_first_table
+
+    csv = CsvOptions(output_old_value=True)
+    sink = StorageSink(protocol=protocol, csv=csv, restarts=1, seed=3)
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=3, tables=3, rows=20, txns=60, scans=2, storage_sinks=(sink,)))
+    extra = "output_old_value = true\n" if protocol == "csv" else ""
+
+    def job(name: str):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(
+            f'[job]\nname = "once"\n[source]\nkind = "ticdc-storage"\npath = "{out / "storage" / protocol}"\n'
+            f'[source.storage]\nprotocol = "{protocol}"\n{extra}[target]\nwarehouse = "{tmp_path / name}"\n'
+        )
+        return load_config(path)
+
+    def table_versions(name: str) -> dict[str, int]:
+        return {
+            f"{t.parent.name}.{t.name}": delta.table_version(spark, str(t))
+            for t in (tmp_path / name).glob("*/*")
+            if (t / "_delta_log").is_dir()
+        }
+
+    reference = run_backfill(spark, job("ref"))
+    crashing = job("crash")
+    with killed_after_first_table(monkeypatch):
+        run_backfill(spark, crashing)
+    committed = table_versions("crash")
+    assert 1 <= len(committed) < len(table_versions("ref")), committed
+
+    result = run_backfill(spark, crashing)
+    assert result.resolved_ts == reference.resolved_ts
+    after = table_versions("crash")
+    assert {t: after[t] for t in committed} == committed, "a finished table is written again"
+    assert warehouse_tables(spark, tmp_path / "crash") == warehouse_tables(spark, tmp_path / "ref")
+    run_backfill(spark, crashing)
+    assert table_versions("crash") == after

@@ -1,4 +1,4 @@
-"""The Kafka source: a TiCDC changefeed's topic (open protocol), one batch of offsets per run.
+"""The Kafka source: a TiCDC changefeed's topic (open protocol or canal-json), one batch of offsets per run.
 
 Plan: the partitions' offsets from the brokers, the start offsets from the tables' last commits
 (`progress`), the records of [start, latest) read once by Spark's Kafka batch source and decoded in
@@ -6,7 +6,8 @@ Plan: the partitions' offsets from the brokers, the start offsets from the table
 aggregates give the driver the plan: each partition's last resolved event (its watermark; the global
 resolved ts is their minimum), the DDL events, the tables seen, and per partition the first message above
 the resolved ts (where the next run reads from). Changes: per (table, segment) the row events inside the
-window are typed in `mapInArrow` by `open_rows`; the shared collapse does the rest.
+window are typed in `mapInArrow` by `open_rows` (canal-json: `canal_kafka`, the storage source's decoder);
+the shared collapse does the rest.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from backfill.sources.base import (
 )
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
+from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
 from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
@@ -55,14 +57,15 @@ _EVENTS_DDL = (
 _SPARK_EVENTS = pa.schema([f if f.name != "ts" else pa.field("ts", pa.int64()) for f in EVENT_SCHEMA])
 
 
-def decode_events(records: DataFrame, compression: str) -> DataFrame:
-    """Kafka records -> open-protocol events (one row per event; framing errors name topic, partition,
+def decode_events(records: DataFrame, compression: str, protocol: str = "open-protocol") -> DataFrame:
+    """Kafka records -> events (one row per event; framing and JSON errors name topic, partition,
     offset)."""
+    decoder = decode_canal_records if protocol == "canal-json" else decode_records
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             try:
-                events = decode_records(batch, compression=compression)
+                events = decoder(batch, compression=compression)
             except InputError as exc:
                 raise in_task(str(exc)) from None
             events = events.set_column(
@@ -79,6 +82,7 @@ class KafkaWindow(Window):
 
     events: Any = None  # DataFrame, persisted
     time_zone: str = "UTC"
+    protocol: str = "open-protocol"
 
 
 @dataclass(frozen=True)
@@ -114,7 +118,7 @@ class KafkaSource(Source):
             events = None
             if any(end > begin for begin, end in ranges.values()):
                 records = broker.read_records(spark, self.config, ranges)
-                events = decode_events(records, self.config.compression).persist()
+                events = decode_events(records, self.config.compression, self.config.protocol).persist()
         try:
             return self._window(checkpoints, clock, until_ts, start, ranges, existing, events)
         except BaseException:
@@ -182,6 +186,7 @@ class KafkaSource(Source):
             identities=identities,
             events=events,
             time_zone=self.config.time_zone,
+            protocol=self.config.protocol,
         )
 
     def _table_records(self, spark: SparkSession, checkpoints: CheckpointBook) -> list[TableRecord]:
@@ -212,14 +217,14 @@ class KafkaSource(Source):
                     infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
             for (db, name), first in plan.samples.items():  # a table's first inferred schema stays
                 if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
-                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, first))
+                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, first, self.config.protocol))
             for ddl in plan.ddls:
                 label = f"{ddl['schema']}.{ddl['table']}"
                 if label in infos and start_ts < ddl["ts"] <= resolved_ts:
                     raise InputError(
-                        f"open protocol: topic {ddl['topic']!r} partition {ddl['partition']} offset "
-                        f"{ddl['offset']}: DDL of {label} ({ddl['ddl_query']!r}); open-protocol messages "
-                        "do not carry the schema after a DDL: configure [source.kafka] schema"
+                        f"{self.config.protocol}: topic {ddl['topic']!r} partition {ddl['partition']} offset "
+                        f"{ddl['offset']}: DDL of {label} ({ddl['ddl_query']!r}); the messages do not carry "
+                        "the whole schema after a DDL: configure [source.kafka] schema"
                     )
             tables = [
                 TrackedTable((SchemaVersion(0, TableSchema.from_table_info(info, schema_name=db)),), 0)
@@ -273,7 +278,9 @@ class KafkaSource(Source):
                     high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
                     if high <= low:
                         continue
-                    rows = typed_rows(window.events, version.schema, low, high, window.time_zone, zero_dates)
+                    rows = typed_rows(
+                        window.events, version.schema, low, high, window.time_zone, zero_dates, window.protocol
+                    )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
                         rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
@@ -326,10 +333,16 @@ class KafkaSource(Source):
 
 
 def typed_rows(
-    events: DataFrame, schema: TableSchema, low: int, high: int, time_zone: str, zero_dates: Any
+    events: DataFrame,
+    schema: TableSchema,
+    low: int,
+    high: int,
+    time_zone: str,
+    zero_dates: Any,
+    protocol: str = "open-protocol",
 ) -> DataFrame:
-    """The row events of `schema`'s table committed in (low, high], typed (`open_rows`), with `_tidb_line`
-    (position in the partition) for the collapse."""
+    """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
+    for canal-json), with `_tidb_line` (position in the partition) for the collapse."""
     from pyspark.sql import functions as F
 
     from backfill.sources.kvscan.decode import spark_ddl
@@ -341,6 +354,18 @@ def typed_rows(
         & (F.col("ts") > low)
         & (F.col("ts") <= high)
     )
+
+    def decode_canal(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        names = [*schema.output_names, COMMIT_TS, OP, LINE]
+        for batch in batches:
+            stats = DecodeStats()
+            try:
+                typed = typed_canal_rows(pa.Table.from_batches([batch]), schema, time_zone=time_zone, stats=stats)
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            if stats.zero_dates:
+                zero_dates.add(stats.zero_dates)
+            yield from typed.select(names).replace_schema_metadata(None).to_batches()
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -363,33 +388,52 @@ def typed_rows(
             out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
             yield from out.to_batches()
 
+<<<<<<< HEAD
     return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT")
+=======
+    if protocol == "canal-json":
+        mine = mine.select("value", "topic", "partition", "offset")
+    return mine.mapInArrow(
+        decode_canal if protocol == "canal-json" else decode, f"{spark_ddl(schema, nullable=True)}, `{LINE}` BIGINT"
+    )
+>>>>>>> ticdc
 
 
 def _survey(events: DataFrame | None) -> _Plan:
-    """One pass over the decoded events for the driver: watermarks, DDL events, a row event per table."""
+    """One pass over the decoded events for the driver (one Spark job): per partition its last resolved
+    event (watermark), the DDL events, a row event per table."""
     if events is None:
         return _Plan({}, [], {})
     from pyspark.sql import functions as F
 
-    resolved = (
-        events.filter(F.col("type") == RESOLVED).groupBy("topic", "partition").agg(F.max("ts").alias("ts"))
+    kind = F.col("type")
+    ddl = F.struct("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
+    groups = (
+        events.withColumn("schema", F.when(kind != RESOLVED, F.col("schema")))
+        .withColumn("table", F.when(kind != RESOLVED, F.col("table")))
+        .groupBy("type", "topic", "partition", "schema", "table")
+        .agg(
+            F.max("ts").alias("ts"),
+            F.max_by(F.when(kind == ROW, F.struct("value", "row_id")), "ts").alias("sample"),
+            F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
+        )
+        .collect()
     )
-    seen = {(r["topic"], r["partition"]): int(r["ts"]) for r in resolved.collect()}
-    ddls = [
-        r.asDict()
-        for r in events.filter(F.col("type") == DDL)
-        .select("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
-        .collect()
-    ]
-    samples = {
-        (r["schema"], r["table"]): {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
-        for r in events.filter(F.col("type") == ROW)
-        .groupBy("schema", "table")
-        .agg(F.max_by(F.struct("value", "row_id"), "ts").alias("sample"))
-        .collect()
-    }
-    return _Plan(seen, ddls, samples)
+    seen: dict[broker.TopicPartition, int] = {}
+    ddls: list[dict[str, Any]] = []
+    samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    for r in groups:
+        if r["type"] == RESOLVED:
+            seen[(r["topic"], r["partition"])] = int(r["ts"])
+        elif r["type"] == DDL:
+            ddls += [d.asDict() for d in r["ddls"]]
+        elif r["type"] == ROW and r["sample"] is not None:
+            key, ts = (r["schema"], r["table"]), int(r["ts"])
+            if key not in samples or ts > samples[key][0]:  # the table's latest row event over partitions
+                sample = {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
+                samples[key] = (ts, sample)
+    ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
+    return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()})
 
 
 def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[broker.TopicPartition, int]:
@@ -403,9 +447,11 @@ def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[bro
     return {(r["topic"], r["partition"]): int(r["offset"]) for r in rows}
 
 
-def _infer_table_info(db: str, name: str, sample: Mapping[str, Any]) -> dict[str, Any]:
-    """A best-effort TableInfo from one row event (`open_schema`)."""
+def _infer_table_info(db: str, name: str, sample: Mapping[str, Any], protocol: str) -> dict[str, Any]:
+    """A best-effort TableInfo from one row event (`open_schema`, `canal_kafka`)."""
     doc = msgspec.json.decode(sample["value"])
+    if protocol == "canal-json":
+        return canal_table_info(db, name, doc, fake_table_id(db, name))
     columns = doc.get("u") or doc.get("d") or {}
     return schema_from_columns(db, name, columns, row_id=sample["row_id"], table_id=fake_table_id(db, name))
 

@@ -12,7 +12,6 @@ from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.csv_format import CsvOptions, parse_csv
 from backfill.sources.ticdc.open_schema import with_elems
 from backfill.sources.ticdc.text_values import TextDialect
-from tidelake.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -61,13 +60,8 @@ def decode_file(
         assert fmt.csv is not None
         rows = parse_csv(content, fmt.csv, names, where, keyless=schema.pk_kind == "rowid" and not keys)
     else:
-        try:
-            text = content.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = content.count(b"\n", 0, exc.start) + 1
-            raise InputError(f"{where}:{line}: not UTF-8 text (byte {exc.start})") from None
         schema = _with_elements(schema, content, fmt.terminator)
-        rows = parse_canal_json(text, fmt.terminator, names, keys, where)
+        rows = parse_canal_json(content, fmt.terminator, names, keys, where)
     rows = rows.within(*window)
     return to_arrow(schema, rows, fmt.dialect, where=where, file_ordinal=ordinal, stats=stats)
 

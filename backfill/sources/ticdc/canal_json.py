@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
+from operator import attrgetter
+from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
-from backfill.sources.ticdc.change_rows import DELETE, PUT, ParsedRows
+from backfill.sources.ticdc.change_rows import DELETE, PUT, ParsedRows, Where, at
 from tidelake.errors import InputError
 
 WATERMARK = "TIDB_WATERMARK"
+_ROW_TYPES = {"INSERT": PUT, "UPDATE": PUT, "DELETE": DELETE}
 
 
 class _Tidb(msgspec.Struct, gc=False):
@@ -77,153 +82,199 @@ def split_lines(text: str, terminator: str) -> list[tuple[int, str]]:
 
 
 def parse_canal_json(
-    data: bytes | str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: str
+    data: bytes | str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: Where
 ) -> ParsedRows:
-    """The row changes of one canal-json file of a table with ``column_names`` and key ``key_names``.
+    """The row changes of one canal-json file (or of Kafka message values, one per line) of a table with
+    ``column_names`` and key ``key_names``.
 
-    Arrow's JSON reader takes a regular file (newline-terminated, every line a row change of known columns
-    and no moved key); anything else goes line by line, which names the line of a problem."""
+    One typed msgspec parse of the whole file into structs made for the table's columns (no dict per row),
+    then one list per column. A file with blank lines, another terminator or a line that does not parse
+    goes line by line, which names the line of the problem."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if terminator in ("\n", "\r\n"):
-        fast = _parse_with_arrow(raw, column_names, key_names)
-        if fast is not None:
-            return fast
+    decoder, row_type = _decoders(tuple(column_names))
+    messages = _whole_file(raw, terminator, decoder)
+    lines: Sequence[int]
+    if messages is None:
+        numbered = split_lines(_text(raw, where), terminator)
+        messages = [_decode_line(decoder, text, column_names, at(where, line)) for line, text in numbered]
+        lines = [line for line, _ in numbered]
+    else:
+        lines = range(1, len(messages) + 1)
+    return _rows(messages, lines, row_type, column_names, key_names, where)
+
+
+@lru_cache(maxsize=256)
+def _decoders(column_names: tuple[str, ...]) -> tuple[msgspec.json.Decoder, type]:
+    """A decoder of one canal-json message whose rows are structs with one field per column (UNSET when
+    absent; a name not in the schema does not parse), and that row struct type."""
+    fields = [(f"c{i}", str | None | msgspec.UnsetType, msgspec.UNSET) for i in range(len(column_names))]
+    row_type = msgspec.defstruct(
+        "CanalRow", fields, rename={f"c{i}": name for i, name in enumerate(column_names)},
+        forbid_unknown_fields=True, gc=False,
+    )  # fmt: skip
+    message = msgspec.defstruct(
+        "CanalRowMessage",
+        [("type", str, ""), ("isDdl", bool, False), ("data", list[row_type] | None, None),  # type: ignore[valid-type]
+         ("old", list[row_type] | None, None), ("tidb", _Tidb | None, None)],  # type: ignore[valid-type]
+        rename={"tidb": "_tidb"}, gc=False,
+    )  # fmt: skip
+    return msgspec.json.Decoder(message), row_type
+
+
+def _whole_file(raw: bytes, terminator: str, decoder: msgspec.json.Decoder) -> list[Any] | None:
+    """Every line's message, when the file is newline-terminated lines, none blank, that all parse."""
+    if terminator not in ("\n", "\r\n"):
+        return None
     try:
-        text = raw.decode("utf-8")
+        messages = decoder.decode_lines(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+        return None
+    # decode_lines skips blank lines: as many messages as lines means there were none (line numbers hold)
+    expected = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw.strip() else 1)
+    return messages if len(messages) == expected else None
+
+
+def _text(raw: bytes, where: Where) -> str:
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(f"{where}:{line}: not UTF-8 text") from None
-    return _parse_lines(text, terminator, column_names, key_names, where)
+        raise InputError(f"{at(where, line)}: not UTF-8 text (byte {exc.start})") from None
 
 
-def _parse_with_arrow(raw: bytes, column_names: Sequence[str], key_names: Sequence[str]) -> ParsedRows | None:
-    import io
-
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
-    row = pa.struct([(name, pa.string()) for name in column_names])
-    by_name = pa.struct([(name, pa.int64()) for name in column_names])
-    schema = pa.schema([
-        ("id", pa.int64()), ("database", pa.string()), ("table", pa.string()), ("pkNames", pa.list_(pa.string())),
-        ("isDdl", pa.bool_()), ("type", pa.string()), ("es", pa.int64()), ("ts", pa.int64()), ("sql", pa.string()),
-        ("sqlType", by_name), ("mysqlType", pa.struct([(name, pa.string()) for name in column_names])),
-        ("data", pa.list_(row)), ("old", pa.list_(row)),
-        ("_tidb", pa.struct([("commitTs", pa.uint64())])),
-    ])  # fmt: skip
-    if not raw.endswith(b"\n") or b"\n\n" in raw or b"\n\r\n" in raw:
-        return None  # blank or cut-short lines: line numbers need the line-by-line path
+def _decode_line(decoder: msgspec.json.Decoder, text: str | bytes, column_names: Sequence[str], where: str) -> Any:
+    """One message; ``where`` (file:line, or topic/partition/offset) names it in an error."""
     try:
-        table = pj.read_json(
-            io.BytesIO(raw),
-            read_options=pj.ReadOptions(block_size=max(1 << 20, len(raw) + 1)),
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        return None
-    if table.num_rows != raw.count(b"\n"):
-        return None
-    kind = table.column("type").combine_chunks()
-    is_ddl = pc.fill_null(table.column("isDdl").combine_chunks(), False)
-    known = pc.fill_null(pc.is_in(kind, value_set=pa.array(["INSERT", "UPDATE", "DELETE"])), False)
-    is_row = pc.and_(pc.invert(is_ddl), known)
-    skipped = pc.or_(is_ddl, pc.fill_null(pc.equal(kind, WATERMARK), False))
-    if not pc.all(pc.or_(is_row, skipped)).as_py():
-        return None  # an unknown type: the line-by-line path names it
-    lines = pa.array(range(1, table.num_rows + 1), pa.int64()).filter(is_row)
-    table = table.filter(is_row)
-    ts = pc.struct_field(table.column("_tidb").combine_chunks(), "commitTs")
-    data = table.column("data").combine_chunks()
-    if (
-        ts.null_count
-        or table.column("_tidb").null_count
-        or pc.any(pc.less(pc.list_value_length(data), 1)).as_py()
-    ):
-        return None
-    if pc.max(pc.list_value_length(data)).as_py() not in (None, 1):
-        return None  # several rows in one message (not what the storage sink writes)
-    values = pc.list_flatten(data)
-    kind = table.column("type").combine_chunks()
-    old = table.column("old").combine_chunks()
-    if not key_names and pc.any(pc.is_valid(old)).as_py():
-        return None  # a multiset's updates: DELETE of the old row + PUT, line by line
-    if key_names and pc.any(pc.equal(kind, "UPDATE")).as_py() and old.null_count < len(old):
-        before = pc.list_element(old, 0)
-        for key in key_names:
-            before_key = pc.struct_field(before, key)
-            moved = pc.and_(pc.is_valid(before_key), pc.not_equal(before_key, pc.struct_field(values, key)))
-            if pc.any(pc.fill_null(moved, False)).as_py():
-                return None  # a key-moving update: DELETE + PUT, line by line
-    ops = pc.if_else(pc.equal(kind, "DELETE"), pa.scalar(DELETE), pa.scalar(PUT))
-    columns = [pc.struct_field(values, name) for name in column_names]
-    return ParsedRows(ops, ts.cast(pa.int64()), lines, columns)
+        return decoder.decode(text)
+    except msgspec.ValidationError as exc:  # (a DecodeError too: this one first)
+        reason = f"not a canal-json message: {exc}"
+    except msgspec.DecodeError as exc:
+        raise InputError(f"{where}: not JSON: {exc}") from None
+    try:  # it is JSON: say what is wrong in the table's terms where we can
+        loose = _DECODE.decode(text)
+    except msgspec.ValidationError:
+        loose = None
+    for values in [*(loose.data or []), *(loose.old or [])] if loose is not None else []:
+        unknown = [name for name in values if name not in column_names]
+        if unknown:
+            reason = f"column {unknown[0]!r} is not in the table's schema file"
+    raise InputError(f"{where}: {reason}")
 
 
-def _parse_lines(
-    text: str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: str
+def _rows(
+    messages: Sequence[Any],
+    lines: Sequence[int],
+    row_type: type,
+    column_names: Sequence[str],
+    key_names: Sequence[str],
+    where: Where,
 ) -> ParsedRows:
-    width = len(column_names)
-    index_of = {name: i for i, name in enumerate(column_names)}
-    rows = ParsedRows.for_columns(width, fills=True)
-    for line, raw in split_lines(text, terminator):
-        try:
-            message = _DECODE.decode(raw)
-        except msgspec.ValidationError as exc:
-            raise InputError(f"{where}:{line}: not a canal-json message: {exc}") from None
-        except msgspec.DecodeError as exc:
-            raise InputError(f"{where}:{line}: not JSON: {exc}") from None
-        if message is None:
-            raise InputError(f"{where}:{line}: not a canal-json message: null")
-        if message.isDdl or message.type == WATERMARK:
+    """The row changes of decoded messages, column-major; DDL and watermark messages carry none."""
+    fields = [f"c{i}" for i in range(len(column_names))]
+    key_fields = [fields[column_names.index(k)] for k in key_names if k in column_names]
+    simple = _one_row_each(messages, lines, key_fields)
+    if simple is not None:
+        rows, ops, commit_ts, positions = simple
+    else:
+        rows, ops, commit_ts, positions = _each_row(messages, lines, row_type, fields, key_fields, where)
+    columns = [list(map(attrgetter(f), rows)) for f in fields]
+    filled = None
+    if any(UNSET in column for column in columns):  # absent values: NULL here, filled like TiCDC by to_arrow
+        filled = [[v is UNSET for v in column] for column in columns]
+        columns = [[None if v is UNSET else v for v in column] for column in columns]
+    return ParsedRows(ops, commit_ts, positions, columns, filled)
+
+
+def _one_row_each(
+    messages: Sequence[Any], lines: Sequence[int], key_fields: Sequence[str]
+) -> tuple[list[Any], list[str], list[int], list[int]] | None:
+    """The common case in whole-list steps: every message one row change with its commit ts, no update that
+    moves its key or lacks one; None for anything else (the message-by-message path handles and names it)."""
+    if any(m.isDdl or m.type == WATERMARK for m in messages):
+        kept = [(line, m) for line, m in zip(lines, messages, strict=True) if not (m.isDdl or m.type == WATERMARK)]
+        lines = [line for line, _ in kept]
+        messages = [m for _, m in kept]
+    ops = [_ROW_TYPES.get(m.type) for m in messages]
+    if None in ops:
+        return None
+    try:
+        commit_ts = [m.tidb.commitTs for m in messages]
+        rows = [m.data[0] for m in messages if len(m.data) == 1]
+    except (AttributeError, TypeError, IndexError):
+        return None
+    if len(rows) != len(messages) or None in commit_ts:
+        return None
+    for m in messages:
+        if m.old and m.type == "UPDATE" and (not key_fields or _moves_key(key_fields, m.data[0], m.old[0])):
+            return None
+    return rows, ops, commit_ts, list(lines)  # type: ignore[return-value]
+
+
+def _each_row(
+    messages: Sequence[Any],
+    lines: Sequence[int],
+    row_type: type,
+    fields: Sequence[str],
+    key_fields: Sequence[str],
+    where: Where,
+) -> tuple[list[Any], list[str], list[int], list[int]]:
+    rows: list[Any] = []
+    ops: list[str] = []
+    commit_ts: list[int] = []
+    positions: list[int] = []
+    for line, message in zip(lines, messages, strict=True):
+        kind = message.type
+        if message.isDdl or kind == WATERMARK:
             continue
-        if message.type not in ("INSERT", "UPDATE", "DELETE"):
-            raise InputError(f"{where}:{line}: type {message.type!r} is not INSERT, UPDATE or DELETE")
-        ts = message.tidb.commitTs if message.tidb is not None else None
+        op = _ROW_TYPES.get(kind)
+        if op is None:
+            raise InputError(f"{at(where, line)}: type {kind!r} is not INSERT, UPDATE or DELETE")
+        tidb = message.tidb
+        ts = tidb.commitTs if tidb is not None else None
         if ts is None:
             raise InputError(
-                f"{where}:{line}: no _tidb.commitTs; the changefeed must write canal-json with "
+                f"{at(where, line)}: no _tidb.commitTs; the changefeed must write canal-json with "
                 "enable-tidb-extension=true"
             )
-        if not message.data:
-            raise InputError(f"{where}:{line}: a {message.type} without 'data'")
-        unknown = [name for name in message.data[0] if name not in index_of]
-        if unknown:
-            raise InputError(f"{where}:{line}: column {unknown[0]!r} is not in the table's schema file")
-        olds = message.old or []
-        for position, values in enumerate(message.data):
-            op = DELETE if message.type == "DELETE" else PUT
-            old = olds[position] if message.type == "UPDATE" and position < len(olds) else None
-            if old is not None and not key_names:  # a multiset: the old row goes, the new one comes
-                _append(rows, index_of, width, {**values, **old}, DELETE, ts, line)
-            elif old is not None and any(k in old and old[k] != values.get(k) for k in key_names):
-                key_values = {k: old.get(k, values.get(k)) for k in key_names}
-                _append(rows, index_of, width, key_values, DELETE, ts, line)
-            _append(rows, index_of, width, values, op, ts, line)
-    return rows
+        data = message.data
+        if not data:
+            raise InputError(f"{at(where, line)}: a {kind} without 'data'")
+        olds = message.old if kind == "UPDATE" else None
+        for position, values in enumerate(data):
+            old = olds[position] if olds and position < len(olds) else None
+            if old is not None and not key_fields:  # a multiset: the old row goes, the new one comes
+                rows.append(_overlay(row_type, fields, values, old))
+            elif old is not None and _moves_key(key_fields, values, old):
+                keys_only = {f: _set_or(getattr(old, f), getattr(values, f)) for f in key_fields}
+                rows.append(row_type(**keys_only))
+            else:
+                rows.append(values)
+                ops.append(op)
+                commit_ts.append(ts)
+                positions.append(line)
+                continue
+            ops += (DELETE, op)
+            commit_ts += (ts, ts)
+            positions += (line, line)
+            rows.append(values)
+    return rows, ops, commit_ts, positions
 
 
-def _append(
-    rows: ParsedRows,
-    index_of: dict[str, int],
-    width: int,
-    values: dict[str, str | None],
-    op: str,
-    ts: int,
-    line: int,
-) -> None:
-    rows.ops.append(op)
-    rows.commit_ts.append(ts)
-    rows.lines.append(line)
-    present = [False] * width
-    for name, value in values.items():
-        i = index_of[name]
-        rows.values[i].append(value)
-        present[i] = True
-    for i in range(width):
-        if not present[i]:
-            rows.values[i].append(None)
-        rows.filled[i].append(not present[i])  # type: ignore[index]
+def _set_or(value: Any, other: Any) -> Any:
+    return other if value is UNSET else value
+
+
+def _overlay(row_type: type, fields: Sequence[str], values: Any, old: Any) -> Any:
+    """The old row of an update: its old values over the new row's."""
+    return row_type(*[_set_or(getattr(old, f), getattr(values, f)) for f in fields])
+
+
+def _moves_key(key_fields: Sequence[str], values: Any, old: Any) -> bool:
+    for f in key_fields:
+        before = getattr(old, f)
+        if before is not UNSET and before != getattr(values, f):
+            return True
+    return False
 
 
 __all__ = ["WATERMARK", "parse_canal_json", "split_lines"]

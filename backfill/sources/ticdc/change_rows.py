@@ -10,6 +10,7 @@ order, times 2^32, plus the line: the last tie-breaker of the shared collapse).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,13 @@ from tidelake.errors import InputError
 
 PUT, DELETE = "PUT", "DELETE"
 LINE_BITS = 32  # _tidb_line = file ordinal << LINE_BITS | line
+
+Where = str | Callable[[int], str]  # a file (its line is appended), or line -> a place (a Kafka message)
+
+
+def at(where: Where, line: int) -> str:
+    """The place of ``line`` in an error message: ``file:line``, or what ``where`` makes of it."""
+    return where(line) if callable(where) else f"{where}:{line}"
 
 
 @dataclass
@@ -84,7 +92,7 @@ def to_arrow(
     rows: ParsedRows,
     dialect: TextDialect,
     *,
-    where: str,
+    where: Where,
     file_ordinal: int = 0,
     stats: DecodeStats | None = None,
 ) -> pa.Table:
@@ -101,7 +109,7 @@ def to_arrow(
             arr = text_column(schema, col, _array(rows.values[index], pa.string()), dialect, stats)
         except BadValue as bad:
             line = _array(rows.lines, pa.int64())[bad.row].as_py()
-            raise InputError(f"{where}:{line}: column {col.name!r}: {bad.message}") from None
+            raise InputError(f"{at(where, line)}: column {col.name!r}: {bad.message}") from None
         if rows.filled is not None and puts is not None:
             absent = pc.and_(_array(rows.filled[index], pa.bool_()), puts)
             count = pc.sum(absent).as_py() or 0
@@ -122,4 +130,4 @@ def to_arrow(
     return pa.Table.from_arrays(arrays, schema=target)
 
 
-__all__ = ["DELETE", "LINE_BITS", "PUT", "ParsedRows", "output_schema", "to_arrow"]
+__all__ = ["DELETE", "LINE_BITS", "PUT", "ParsedRows", "Where", "at", "output_schema", "to_arrow"]

@@ -163,16 +163,17 @@ class _Batch:
         self.index = events.column("index")
         self.ts = events.column("ts")
         self.row_id = events.column("row_id")
-        self.topic = events.column("topic").to_pylist()
-        self.partitions = self.partition.to_pylist()
-        self.offsets = self.offset.to_pylist()
-        self.indexes = self.index.to_pylist()
-        handle_only = events.column("handle_only").to_pylist()
-        claim = events.column("claim_check").to_pylist()
-        self.fetch: list[str | None] = [
-            FETCH_CLAIM_CHECK + c if c else FETCH_HANDLE_KEY if h else None
-            for h, c in zip(handle_only, claim, strict=True)
-        ]
+        self.topic = events.column("topic")  # the place columns stay Arrow: read per error only
+        handle_only = events.column("handle_only")
+        claim = events.column("claim_check")
+        self.fetch: list[str | None] = (
+            [None] * self.n  # the usual batch: no large-message event
+            if not pc.any(handle_only).as_py() and claim.null_count == len(claim)
+            else [
+                FETCH_CLAIM_CHECK + c if c else FETCH_HANDLE_KEY if h else None
+                for h, c in zip(handle_only.to_pylist(), claim.to_pylist(), strict=True)
+            ]
+        )
         self.put: list[bool] = []
         self.sections: list[dict[str, Any]] = []
         self.old: list[dict[str, Any] | None] = []
@@ -205,10 +206,28 @@ class _Batch:
             raise self.error(bad, "row value has neither 'u' (insert/update) nor 'd' (delete) columns")
 
     def where(self, row: int) -> Where:
-        return Where(self.topic[row], self.partitions[row], self.offsets[row])
+        return Where(self.topic[row].as_py(), self.partition[row].as_py(), self.offset[row].as_py())
 
     def error(self, row: int, message: str) -> InputError:
-        return self.where(row).error(message, self.indexes[row])
+        return self.where(row).error(message, self.index[row].as_py())
+
+
+def incomplete_message(fetch: str, table: str, commit_ts: int) -> str:
+    """Why a handle-key-only or claim-check PUT stops the run, and what to change.
+
+    The full row is not fetched upstream: only TiDB can read a row as of a commit ts (``tidb_snapshot``),
+    MySQL-compatible servers cannot, and reading the row as it is now would apply a later state early."""
+    if fetch == FETCH_HANDLE_KEY:
+        kind, option = "handle-key-only", 'large-message-handle-option = "handle-key-only"'
+    else:
+        kind = "claim-check"
+        option = f'large-message-handle-option = "claim-check", the message stored at {fetch.removeprefix(FETCH_CLAIM_CHECK)!r}'
+    return (
+        f"{kind} event of {table} at commit ts {commit_ts} carries only the handle-key columns (the changefeed's "
+        f"{option}); tidelake does not fetch the full row upstream: recreate the changefeed with "
+        'large-message-handle-option = "none" and a max-message-bytes (changefeed and broker) above the largest '
+        "row, starting before this commit ts"
+    )
 
 
 def rows_to_arrow(
@@ -232,14 +251,9 @@ def rows_to_arrow(
     target = output_schema(schema)
     if b.n == 0:
         return target.empty_table()
-    for i, (fetch, put) in enumerate(zip(b.fetch, b.put, strict=True)):
+    for i, (fetch, put) in enumerate(zip(b.fetch, b.put, strict=True)) if any(b.fetch) else ():
         if fetch and put and incomplete == "fail":
-            raise b.error(
-                i,
-                f"{'claim-check' if fetch != FETCH_HANDLE_KEY else 'handle-key-only'} event of "
-                f"{schema.schema_name or '?'}.{schema.name} carries only the handle-key columns; "
-                "configure an upstream to fetch the full row",
-            )
+            raise b.error(i, incomplete_message(fetch, f"{schema.schema_name or '?'}.{schema.name}", b.ts[i].as_py()))
     st = DecodeStats()
     decoder = _Decoder(schema, time_zone, st, b)
     is_put = pa.array(b.put, pa.bool_())
@@ -283,7 +297,11 @@ def _as_col(obj: Any, b: _Batch, row: int) -> _Col | None:
 def _meta(b: _Batch, is_put: pa.Array) -> list[pa.Array]:
     ts = pc.cast(b.ts.combine_chunks(), pa.int64())  # TSOs are below 2^63; a larger one fails here
     op = pc.if_else(is_put, pa.scalar(PUT), pa.scalar(DELETE))
-    fetch = pa.array([f if put else None for f, put in zip(b.fetch, b.put, strict=True)], pa.string())
+    fetch = (
+        pa.array([f if put else None for f, put in zip(b.fetch, b.put, strict=True)], pa.string())
+        if any(b.fetch)
+        else pa.nulls(b.n, pa.string())
+    )
     return [
         op,
         ts,
@@ -347,8 +365,12 @@ class _Decoder:
     ) -> list[pa.Array]:
         b = batch if batch is not None else self.batch
         puts = is_put.to_numpy(zero_copy_only=False)
+        put_list = is_put.to_pylist()  # zipped with Python lists: no numpy scalar per row
         out: list[pa.Array] = []
         any_delete = not puts.all()
+        deletes = put_list.count(False)
+        # a delete's non-key cells are not read: the sections once with an empty one for each delete
+        masked = [s if p else {} for s, p in zip(sections, put_list, strict=True)] if any_delete else sections
         for field in self.schema.arrow_schema:
             name = field.name
             if name == ROWID_NAME and self.schema.pk_kind == "rowid":
@@ -364,15 +386,18 @@ class _Decoder:
                 continue
             col = self.schema.by_name[name]
             is_key = name in self.key_names
-            cells = list(map(dict.get, sections, repeat(name)))
             if any_delete and key_only_for_deletes and not is_key:
-                cells = [c if p else None for c, p in zip(cells, puts, strict=True)]
+                cells = list(map(dict.get, masked, repeat(name)))
+                absent = cells.count(None) > deletes  # does a PUT lack this column?
+            else:
+                cells = list(map(dict.get, sections, repeat(name)))
+                absent = None in cells
             try:
-                arr = self._column(col, cells, puts, b)
+                arr = self._column(col, cells, puts, b, absent=absent)
             except _Bad as e:
                 raise b.error(e.row, f"column {name!r}: {e.message}") from None
             if is_key and any_delete:
-                missing = [i for i, (c, p) in enumerate(zip(cells, puts, strict=True)) if c is None and not p]
+                missing = [i for i, (c, p) in enumerate(zip(cells, put_list, strict=True)) if c is None and not p]
                 if missing:
                     raise b.error(missing[0], f"delete event without the key column {name!r}")
             if any_delete and not is_key:
@@ -382,12 +407,18 @@ class _Decoder:
 
     # ------------------------------------------------------------ one column
 
-    def _column(self, col: ColumnSchema, cells: list[Any], puts: np.ndarray, b: Any) -> pa.Array:
+    def _column(
+        self, col: ColumnSchema, cells: list[Any], puts: np.ndarray, b: Any, *, absent: bool = True
+    ) -> pa.Array:
         n = len(cells)
         try:
             if None in cells:
-                codes = [c["t"] if c is not None else None for c in cells]
-                vals = [c.get("v") if c is not None else None for c in cells]
+                try:  # column structs (the common case: a delete's non-key cells are None)
+                    codes = [c.t if c is not None else None for c in cells]
+                    vals = [c.v if c is not None else None for c in cells]
+                except AttributeError:  # loose dicts (old values)
+                    codes = [c["t"] if c is not None else None for c in cells]
+                    vals = [c.get("v") if c is not None else None for c in cells]
             else:
                 codes = list(map(_ATTR_T, cells))
                 vals = list(map(_ATTR_V, cells))
@@ -403,7 +434,7 @@ class _Decoder:
                             i, f"type code {c} does not fit the schema's type {col.tp} ({col.spark_type})"
                         )
         arr = self._values(col, cells, vals, codes)
-        if None in cells and puts.any():
+        if absent and None in cells and puts.any():
             fill_rows = np.fromiter((c is None for c in cells), bool, n) & puts
             if fill_rows.any():
                 fill = fill_value(col)
