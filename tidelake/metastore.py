@@ -52,3 +52,17 @@ def derby_java_options(target: TargetConfig) -> str:
     if not target.register or target.metastore_uri:
         return ""
     return f"-Dderby.system.home={metastore_dir(target)}"
+
+
+def spark_sql_args(target: TargetConfig) -> list[str]:
+    """The `spark-sql`/`spark-submit` flags that open the same metastore as tidelake's own sessions
+    (README "Tables by name" shows them for the demo); add `--jars` with the Delta jars."""
+    args = [
+        "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
+        "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    ]  # fmt: skip
+    for key, value in metastore_settings(target).items():
+        args += ["--conf", f"{key}={value}"]
+    if derby_java_options(target):
+        args += ["--driver-java-options", derby_java_options(target)]
+    return args

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from tidelake import conventions, delta, fs
 from tidelake.errors import ConfigError
-from tidelake.sqlident import quote_qualified
+from tidelake.sqlident import quote_ident, quote_qualified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -95,20 +95,35 @@ def sql_string(text: str) -> str:
 
 def entry(spark: SparkSession, target: CatalogTarget, db: str | None, table: str) -> Entry | None:
     """The catalog's entry under the table's name, or None."""
-    name = target.qualified(db, table)
-    if not spark.catalog.tableExists(name):
-        return None
     if target.catalog == SESSION_CATALOG:
-        # The raw metadata, without loading the Delta log (DESCRIBE would).
+        # The metastore's raw entry: Delta's catalog would load the table's log, which fails once the
+        # folder is gone (exactly when the entry must be dropped).
         raw = spark._jsparkSession.sessionState().catalog().externalCatalog()
-        found = raw.getTable(target.database(db).lower(), table.lower())
+        database, name = target.database(db).lower(), table.lower()
+        if not raw.databaseExists(database) or not raw.tableExists(database, name):
+            return None
+        found = raw.getTable(database, name)
+        kind = str(found.tableType().name())
         provider = found.provider()
         return Entry(
-            str(found.tableType().name()),
-            str(found.location().toString()) if found.tableType().name() != "VIEW" else None,
+            kind,
+            str(found.location().toString()) if kind != "VIEW" else None,
             str(provider.get()) if provider.isDefined() else None,
         )
-    rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+    return _entry_in(spark, target.qualified_database(db), table)
+
+
+def _entry_in(spark: SparkSession, database: str, table: str) -> Entry | None:
+    """Another catalog's entry through SQL; one that cannot be described (its folder gone) counts as
+    not ours, so it is never dropped by us."""
+    from pyspark.errors import AnalysisException
+
+    if not spark.sql(f"SHOW TABLES IN {database} LIKE {sql_string(table)}").take(1):
+        return None
+    try:
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {database}.{quote_ident(table)}").collect()
+    except AnalysisException:
+        return Entry("UNKNOWN", None, None)
     info = {r["col_name"]: r["data_type"] for r in rows}
     return Entry(str(info.get("Type", "")).upper(), info.get("Location"), info.get("Provider"))
 
@@ -139,8 +154,6 @@ def unregister(spark: SparkSession, target: CatalogTarget, db: str | None, table
     The database goes too when that leaves it empty."""
     name = target.qualified(db, table)
     with _LOCK:
-        if not spark.catalog.databaseExists(target.qualified_database(db)):
-            return False
         found = entry(spark, target, db, table)
         if found is None or not found.is_ours(path):
             return False
