@@ -41,11 +41,12 @@ def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) 
     assert (tmp_path / "metastore" / "derby.log").is_file() and not (tmp_path / "derby.log").exists()
 
     jars = ",".join(str(p) for p in sorted(jar_cache().glob("delta-*.jar")))
-    spark_sql = Path(sys.executable).with_name("spark-sql")
+    venv_bin = Path(sys.executable).parent  # spark-sql finds its SPARK_HOME through the venv's python3
     query = subprocess.run(
-        [str(spark_sql), "--master", "local[1]", "--jars", jars, *spark_sql_args(load_config(conf).target),
+        ["spark-sql", "--master", "local[1]", "--jars", jars, *spark_sql_args(load_config(conf).target),
          "-S", "-e", "SELECT count(*), max(name) FROM app.users"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env={**env, "PATH": f"{venv_bin}{os.pathsep}{env['PATH']}"}, capture_output=True, text=True,
+        timeout=600,
     )  # fmt: skip
     assert query.returncode == 0, query.stderr[-3000:]
     assert query.stdout.strip().splitlines()[-1].split() == ["3", "u3"]
