@@ -35,7 +35,7 @@ _told_in_memory: set[int] = set()
 
 
 class CatalogConflict(ConfigError):
-    """The name a table would be registered under is held by something that is not this job's."""
+    """A table cannot be registered under its name: held by something not this job's, or refused."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +130,8 @@ def _entry_in(spark: SparkSession, database: str, table: str) -> Entry | None:
 
 def register(spark: SparkSession, target: CatalogTarget, db: str | None, table: str, path: str) -> bool:
     """Register the Delta table at `path` under its name (re-pointing our own stale entry); True if changed."""
+    from pyspark.errors import AnalysisException
+
     _say_if_in_memory(spark, target)
     name = target.qualified(db, table)
     with _LOCK:
@@ -144,8 +146,15 @@ def register(spark: SparkSession, target: CatalogTarget, db: str | None, table: 
                     "there (choose another [target] database_prefix, or drop that entry)"
                 )
             spark.sql(f"DROP TABLE IF EXISTS {name}")  # external: the old folder is left alone
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {target.qualified_database(db)}")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION {sql_string(path)}")
+        try:
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {target.qualified_database(db)}")
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION {sql_string(path)}")
+        except AnalysisException as exc:  # e.g. a name the Hive metastore refuses (`$`, `-`)
+            first_line = str(exc).strip().splitlines()[0]
+            raise CatalogConflict(
+                f"cannot register {path} as {name}: {first_line} "
+                "(set [target] register = false to keep tables out of the catalog)"
+            ) from None
     return True
 
 

@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) -> None:
     users = users_table()
-    cap = Capture(tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=[("app", users)], jobs=[])
+    cap = Capture(
+        tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=[("app", users)], jobs=[]
+    )
     for handle in (1, 2, 3):
         cap.put(1, users, handle, {2: f"u{handle}", 3: handle}, 110 + handle, 111 + handle)
     cap.init_and_resolve(390).write()

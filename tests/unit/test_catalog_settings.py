@@ -77,5 +77,7 @@ def test_latest_is_the_newest_ts_every_table_stood_at() -> None:
 def test_a_ts_a_table_never_stood_at_names_the_nearest() -> None:
     assert nearest({100, 200, 300}, 250) == (200, 300)
     assert nearest({100}, 50) == (None, 100)
-    with pytest.raises(NotAtTs, match=r"table db.a never stood at resolved ts 250: .* 200 before and 300 after"):
+    with pytest.raises(
+        NotAtTs, match=r"table db.a never stood at resolved ts 250: .* 200 before and 300 after"
+    ):
         version_at(history("a", 100, 200, 300), 250)
