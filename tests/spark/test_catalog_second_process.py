@@ -36,7 +36,7 @@ def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) 
     env.pop("PYSPARK_GATEWAY_PORT", None)
     run = subprocess.run(
         [sys.executable, "-m", "backfill", "run", "--config", str(conf), "--json", "--quiet"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "metastore" / "metastore_db").is_dir()  # beside the warehouse, not in the cwd
@@ -48,7 +48,7 @@ def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) 
         ["spark-sql", "--master", "local[1]", "--jars", jars, *spark_sql_args(load_config(conf).target),
          "-S", "-e", "SELECT count(*), max(name) FROM app.users"],
         cwd=tmp_path, env={**env, "PATH": f"{venv_bin}{os.pathsep}{env['PATH']}"}, capture_output=True, text=True,
-        timeout=600,
+        timeout=1200,
     )  # fmt: skip
     assert query.returncode == 0, query.stderr[-3000:]
     assert query.stdout.strip().splitlines()[-1].split() == ["3", "u3"]
