@@ -70,6 +70,38 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     return 0
 
 
+@app.command(epilog="Example: `backfill snapshot --latest --sql | spark-sql` (README: Tables by name)")
+def snapshot(
+    config: ConfigOption = None,
+    at: Annotated[int | None, typer.Option("--at", help="The resolved ts (TSO) every table must stand at.")] = None,
+    latest: Annotated[
+        bool, typer.Option("--latest", help="The newest resolved ts every table of the job stood at.")
+    ] = False,
+    as_json: JsonOption = False,
+    as_sql: Annotated[
+        bool, typer.Option("--sql", help="Print `CREATE OR REPLACE VIEW ... VERSION AS OF` statements.")
+    ] = False,
+    register: Annotated[bool, typer.Option("--register", help="Create those views in the catalog.")] = False,
+) -> int:
+    """For every table of the job, the Delta version that holds exactly the state at one resolved ts;
+    exit 2 naming a table that never stood at it (and the nearest ts it has)."""
+    from backfill.snapshot import snapshot as take_snapshot
+
+    if (at is None) == (not latest):
+        raise typer.BadParameter("give exactly one of --at TS and --latest")
+    if at is not None and at < 0:
+        raise typer.BadParameter(f"--at must be a TSO (non-negative), got {at}")
+    settings = load_config(config)
+    result = _with_session(
+        settings, "snapshot", lambda spark: take_snapshot(spark, settings, at, register=register)
+    )
+    if as_sql and not as_json:
+        sys.stdout.write("".join(f"{statement};\n" for statement in result.sql()))
+    else:
+        emit(result, as_json)
+    return 0
+
+
 @app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
 def demo(
     config: ConfigOption = None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from backfill.apply.catalog import CatalogTarget, sync_warehouse
 from backfill.apply.stage import ApplyTarget, apply_window
 from backfill.report import RunResult
 from backfill.sources import open_source
@@ -37,6 +38,8 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     clock = StageClock()
     source = open_source(config.source, config.target.tables)
     checkpoints = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
+    catalog = CatalogTarget.of(config.target)
+    _sync_catalog(spark, catalog, checkpoints)  # what a killed run created but did not register
     window = source.plan(spark, checkpoints, clock, until_ts)
     if isinstance(window, NoWindow):
         return RunResult(
@@ -45,11 +48,18 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         )  # fmt: skip
     changes = source.row_changes(spark, window, clock)
     try:
-        target = ApplyTarget(config.target.warehouse, config.job.app_id)
+        target = ApplyTarget(config.target.warehouse, config.job.app_id, catalog)
         outcomes = apply_window(spark, target, window, changes, clock)
     finally:
         changes.release()
+    _sync_catalog(spark, catalog, CheckpointBook(spark, config.target.warehouse, config.job.app_id))
     return RunResult(
         config.job.name, window.checkpoint_ts, window.resolved_ts, list(window.inputs), outcomes, clock.seconds,
         zero_dates=changes.zero_dates(), blocked=window.blocked,
     )  # fmt: skip
+
+
+def _sync_catalog(spark: SparkSession, catalog: CatalogTarget | None, book: CheckpointBook) -> None:
+    """Register every table of the warehouse by name, unregister what is gone (no-op when off)."""
+    if catalog is not None:
+        sync_warehouse(spark, catalog, [(db, table) for db, table, _ in book.existing()])

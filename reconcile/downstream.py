@@ -64,14 +64,10 @@ def choose_version(history: Sequence[VersionTs], at_ts: int | None, *, exact: bo
     raise InputError(f"no Delta version has resolved ts {at_ts} (the newest recorded: {shown})")
 
 
-def open_snapshot(
-    spark: SparkSession, path: str, app_id: str, at_ts: int | None, *, exact: bool = True
-) -> DeltaSnapshot:
-    """Read the Delta table at the version chosen for `at_ts`."""
+def version_history(spark: SparkSession, path: str, app_id: str) -> list[VersionTs]:
+    """Every version of the Delta table at `path` with the resolved ts it stands for, oldest first."""
     from delta.tables import DeltaTable
 
-    if not delta.is_delta_table(spark, path):
-        raise TableNotFound(f"no Delta table at {path}")
     rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
     commits = [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
     history = resolved_history(commits)
@@ -79,7 +75,16 @@ def open_snapshot(
         recorded = delta.recorded_txn_version(spark, path, app_id)  # older commits without metadata
         if recorded is not None:
             history[-1] = VersionTs(history[-1].version, recorded)
-    chosen = choose_version(history, at_ts, exact=exact)
+    return history
+
+
+def open_snapshot(
+    spark: SparkSession, path: str, app_id: str, at_ts: int | None, *, exact: bool = True
+) -> DeltaSnapshot:
+    """Read the Delta table at the version chosen for `at_ts`."""
+    if not delta.is_delta_table(spark, path):
+        raise TableNotFound(f"no Delta table at {path}")
+    chosen = choose_version(version_history(spark, path, app_id), at_ts, exact=exact)
     df = spark.read.format("delta").option("versionAsOf", chosen.version).load(path)
     return DeltaSnapshot(path, chosen.version, chosen.resolved_ts, df)
 

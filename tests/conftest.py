@@ -15,13 +15,17 @@ from tidelake.s3local import LocalS3Server
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """The one local SparkSession (local[2], Delta, 2 shuffle partitions, no UI) for the whole run."""
-    from tidelake.config import SparkConfig
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The one local SparkSession (local[2], Delta, 2 shuffle partitions, no UI) for the whole run, Hive-
+    enabled on an embedded metastore in a temporary folder (tables register by name, as in production)."""
+    from tidelake.config import SparkConfig, TargetConfig
     from tidelake.spark import build_session
 
+    metastore = tmp_path_factory.mktemp("metastore")
     session = build_session(
-        "tidelake-tests", SparkConfig(master="local[2]", shuffle_partitions=2, driver_memory="3g")
+        "tidelake-tests",
+        SparkConfig(master="local[2]", shuffle_partitions=2, driver_memory="3g"),
+        TargetConfig(warehouse=str(metastore / "unused"), metastore_dir=str(metastore)),
     )
     yield session
     session.stop()

@@ -22,6 +22,9 @@ DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "demo.toml"
 
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TABLE_PATTERN = re.compile(r"^[A-Za-z0-9_$*?\[\]-]+\.[A-Za-z0-9_$*?\[\]-]+$")
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_DATABASE_PREFIX = re.compile(r"^[A-Za-z0-9_]{0,32}$")
+_METASTORE_URI = re.compile(r"^thrift://[^\s,/]+:\d+(,thrift://[^\s,/]+:\d+)*$")
 
 
 @dataclass(frozen=True)
@@ -150,11 +153,28 @@ class TargetConfig:
 
     warehouse: str
     tables: tuple[str, ...] = ("*.*",)
+    # Catalog registration (README "Tables by name"): every table also as `<prefix><db>.<table>` in
+    # `catalog`, an EXTERNAL Delta table over its folder; the metastore is embedded (Derby in
+    # `metastore_dir`, default `<warehouse's parent>/metastore`) unless `metastore_uri` names one.
+    register: bool = True
+    catalog: str = "spark_catalog"
+    database_prefix: str = ""
+    metastore_uri: str | None = None
+    metastore_dir: str | None = None
 
     def __post_init__(self) -> None:
         for pattern in self.tables:
             if not _TABLE_PATTERN.match(pattern):
                 raise ValueError(f"tables: {pattern!r} is not a `db.table` pattern (wildcards * ? allowed)")
+        self._check_catalog_settings()
+
+    def _check_catalog_settings(self) -> None:
+        if not _CATALOG_NAME.match(self.catalog):
+            raise ValueError(f"catalog {self.catalog!r} must match {_CATALOG_NAME.pattern}")
+        if not _DATABASE_PREFIX.match(self.database_prefix):
+            raise ValueError(f"database_prefix {self.database_prefix!r} must match {_DATABASE_PREFIX.pattern}")
+        if self.metastore_uri is not None and not _METASTORE_URI.match(self.metastore_uri):
+            raise ValueError(f"metastore_uri {self.metastore_uri!r} must be thrift://host:port[,thrift://...]")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from tidelake.objectstore import configure, object_store_errors
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidelake.config import TidelakeConfig
+    from tidelake.config import TargetConfig, TidelakeConfig
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -61,21 +61,24 @@ class SessionHandle:
             self.spark.stop()
 
 
-def open_session(app_name: str, config: SparkConfig | None = None) -> SessionHandle:
-    """Return the active session if there is one, else build one from `config`."""
+def open_session(
+    app_name: str, config: SparkConfig | None = None, target: TargetConfig | None = None
+) -> SessionHandle:
+    """Return the active session if there is one, else build one from `config` (with `target`'s
+    metastore when it registers tables)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return SessionHandle(active, owned=False)
-    return SessionHandle(build_session(app_name, config or SparkConfig()), owned=True)
+    return SessionHandle(build_session(app_name, config or SparkConfig(), target), owned=True)
 
 
 @contextmanager
 def session_for(settings: TidelakeConfig, purpose: str) -> Iterator[SparkSession]:
     """The session a command works in: the active one or one made (and stopped) for it, with the
     `[object_store]` settings on it; S3 failures inside the block become errors naming endpoint and bucket."""
-    session = open_session(f"tidelake-{purpose}-{settings.job.name}", settings.spark)
+    session = open_session(f"tidelake-{purpose}-{settings.job.name}", settings.spark, settings.target)
     try:
         configure(session.spark, settings.object_store)
         with object_store_errors(settings.object_store):
@@ -84,7 +87,9 @@ def session_for(settings: TidelakeConfig, purpose: str) -> Iterator[SparkSession
         session.close()
 
 
-def build_session(app_name: str, config: SparkConfig) -> SparkSession:
+def build_session(app_name: str, config: SparkConfig, target: TargetConfig | None = None) -> SparkSession:
+    """A session for `config`; with a `target` that registers tables, Hive-enabled on its metastore
+    (tidelake/metastore.py), else with Spark's in-memory catalog."""
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
@@ -102,9 +107,10 @@ def build_session(app_name: str, config: SparkConfig) -> SparkSession:
     # Python workers run the interpreter that runs us (the venv with pyarrow and the codec).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     log_config = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    driver_options = " ".join(filter(None, [log_config, _catalog_java_options(target)]))
     settings = {
         "spark.master": config.master,
-        "spark.driver.extraJavaOptions": log_config,
+        "spark.driver.extraJavaOptions": driver_options,
         "spark.executor.extraJavaOptions": log_config,
         "spark.driver.host": os.environ["SPARK_LOCAL_IP"],
         "spark.jars": ",".join(cached_jars()),
@@ -122,8 +128,8 @@ def build_session(app_name: str, config: SparkConfig) -> SparkSession:
         # The backfill caches its collapsed and decoded changes once and reads them once or twice: building
         # compressed column batches costs more CPU than the memory it saves (MEMORY_AND_DISK spills anyway).
         "spark.sql.inMemoryColumnarStorage.compressed": "false",
-        # Delta's own telemetry and the Derby metastore are of no use to a batch job.
         "spark.sql.catalogImplementation": "in-memory",
+        **_catalog_settings(target),
         **config.conf,
     }
     for key, value in settings.items():
@@ -131,3 +137,15 @@ def build_session(app_name: str, config: SparkConfig) -> SparkSession:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _catalog_settings(target: TargetConfig | None) -> dict[str, str]:
+    from tidelake.metastore import metastore_settings
+
+    return metastore_settings(target) if target is not None else {}
+
+
+def _catalog_java_options(target: TargetConfig | None) -> str:
+    from tidelake.metastore import derby_java_options
+
+    return derby_java_options(target) if target is not None else ""

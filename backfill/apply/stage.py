@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.ddl import apply_ddl_step
 from backfill.apply.merge import create_table, has_no_rows, merge_changes
 from backfill.report import TableOutcome
@@ -33,6 +34,7 @@ class ApplyTarget:
 
     warehouse: str
     app_id: str
+    catalog: CatalogTarget | None = None  # where tables are registered by name (None: not at all)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,8 @@ def apply_window(
         def apply(session: SparkSession, index: int) -> TableOutcome:
             outcome = _apply_table(session, target, window, index, segments, counts)
             outcome.decode_tasks = tasks.get(index, 0)
+            if target.catalog is not None:  # the table's names now follow its folders
+                sync_names(session, target.catalog, window.tables[index].names())
             return outcome
 
         outcomes = _per_table_in_parallel(spark, window.tables, apply)

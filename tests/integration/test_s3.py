@@ -111,6 +111,10 @@ def test_backfill_status_rerun_and_reconcile_on_s3(
     assert main(["run", "--config", str(conf), "--json"]) == 0
     assert f'"resolved_ts": {last}' in capsys.readouterr().out
     assert tables(spark, f"{warehouses}/wh") == tables(spark, str(reference))
+    for name, rows in tables(spark, str(reference)).items():  # registered by name at their s3a:// folders
+        described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
+        assert described["Location"] == f"{warehouses}/wh/{name.replace('.', '/')}"
+        assert spark.sql(f"SELECT count(*) FROM {name}").first()[0] == len(rows)
 
     before = versions(spark, f"{warehouses}/wh")
     assert main(["run", "--config", str(conf)]) == 0

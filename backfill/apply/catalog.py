@@ -1,0 +1,219 @@
+"""Target tables by name: each Delta table registered in the Spark catalog as `<prefix><db>.<table>`.
+
+The folders are the truth and the catalog follows them: a table is registered as an EXTERNAL Delta table
+over its folder when the apply stage creates it, re-registered under its new name after a rename, and
+unregistered when its folder goes (drop table; a database whose last table went is dropped too, unless
+something else lives in it). A truncate keeps the folder, so the entry stands. Every step is idempotent,
+and each run starts and ends with a sweep of the whole warehouse, so a run killed between a commit and
+its registration is made whole by the next one.
+
+Only entries that point at the job's own folders are ever dropped; a name held by a managed table or a
+view is a conflict, never overwritten. A session without Hive support (a spark-submit session without
+`spark.sql.catalogImplementation=hive`) registers into its in-memory catalog and says so once.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidelake import conventions, delta, fs
+from tidelake.errors import ConfigError
+from tidelake.sqlident import quote_ident, quote_qualified
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from tidelake.config import TargetConfig
+
+SESSION_CATALOG = "spark_catalog"
+_LOCK = threading.Lock()  # tables apply on threads; one catalog change at a time keeps CREATE DATABASE simple
+_told_in_memory: set[int] = set()
+
+
+class CatalogConflict(ConfigError):
+    """A table cannot be registered under its name: held by something not this job's, or refused."""
+
+
+@dataclass(frozen=True)
+class CatalogTarget:
+    """Where tables are registered: catalog, database prefix, and the (qualified) warehouse they live in."""
+
+    catalog: str
+    prefix: str
+    warehouse: str
+
+    @classmethod
+    def of(cls, target: TargetConfig) -> CatalogTarget | None:
+        """From `[target]` with a qualified warehouse; None when registration is off."""
+        if not target.register:
+            return None
+        return cls(target.catalog, target.database_prefix, target.warehouse)
+
+    def database(self, db: str | None) -> str:
+        return self.prefix + (db or conventions.DEFAULT_DATABASE)
+
+    def qualified_database(self, db: str | None) -> str:
+        return quote_qualified(self.catalog, self.database(db))
+
+    def qualified(self, db: str | None, table: str) -> str:
+        return quote_qualified(self.catalog, self.database(db), table)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the catalog holds under a name: EXTERNAL, MANAGED or VIEW, and where."""
+
+    kind: str
+    location: str | None
+    provider: str | None
+
+    def is_ours(self, path: str) -> bool:
+        return self.kind == "EXTERNAL" and self.location is not None and same_location(self.location, path)
+
+
+def same_location(a: str, b: str) -> bool:
+    """Two URIs of one folder (`file:/x`, `file:///x/` and `/x` are the same)."""
+
+    def norm(uri: str) -> str:
+        uri = uri.rstrip("/")
+        for prefix in ("file:///", "file://", "file:/"):
+            if uri.startswith(prefix):
+                return "/" + uri[len(prefix) :].lstrip("/")
+        return uri
+
+    return norm(a) == norm(b)
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def entry(spark: SparkSession, target: CatalogTarget, db: str | None, table: str) -> Entry | None:
+    """The catalog's entry under the table's name, or None."""
+    if target.catalog == SESSION_CATALOG:
+        # The metastore's raw entry: Delta's catalog would load the table's log, which fails once the
+        # folder is gone (exactly when the entry must be dropped).
+        raw = spark._jsparkSession.sessionState().catalog().externalCatalog()
+        database, name = target.database(db).lower(), table.lower()
+        if not raw.databaseExists(database) or not raw.tableExists(database, name):
+            return None
+        found = raw.getTable(database, name)
+        kind = str(found.tableType().name())
+        provider = found.provider()
+        return Entry(
+            kind,
+            str(found.location().toString()) if kind != "VIEW" else None,
+            str(provider.get()) if provider.isDefined() else None,
+        )
+    return _entry_in(spark, target.qualified_database(db), table)
+
+
+def _entry_in(spark: SparkSession, database: str, table: str) -> Entry | None:
+    """Another catalog's entry through SQL; one that cannot be described (its folder gone) counts as
+    not ours, so it is never dropped by us."""
+    from pyspark.errors import AnalysisException
+
+    if not spark.sql(f"SHOW TABLES IN {database} LIKE {sql_string(table)}").take(1):
+        return None
+    try:
+        rows = spark.sql(f"DESCRIBE TABLE EXTENDED {database}.{quote_ident(table)}").collect()
+    except AnalysisException:
+        return Entry("UNKNOWN", None, None)
+    info = {r["col_name"]: r["data_type"] for r in rows}
+    return Entry(str(info.get("Type", "")).upper(), info.get("Location"), info.get("Provider"))
+
+
+def register(spark: SparkSession, target: CatalogTarget, db: str | None, table: str, path: str) -> bool:
+    """Register the Delta table at `path` under its name (re-pointing our own stale entry); True if changed."""
+    from pyspark.errors import AnalysisException
+
+    _say_if_in_memory(spark, target)
+    name = target.qualified(db, table)
+    with _LOCK:
+        found = entry(spark, target, db, table)
+        if found is not None and found.is_ours(path):
+            return False
+        if found is not None:
+            if found.kind != "EXTERNAL" or (found.provider or "").lower() != "delta":
+                raise CatalogConflict(
+                    f"catalog name {name} is held by a {found.kind.lower()} "
+                    f"{found.provider or ''} entry, not an external Delta table: cannot register {path} "
+                    "there (choose another [target] database_prefix, or drop that entry)"
+                )
+            spark.sql(f"DROP TABLE IF EXISTS {name}")  # external: the old folder is left alone
+        try:
+            spark.sql(f"CREATE DATABASE IF NOT EXISTS {target.qualified_database(db)}")
+            spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA LOCATION {sql_string(path)}")
+        except AnalysisException as exc:  # e.g. a name the Hive metastore refuses (`$`, `-`)
+            first_line = str(exc).strip().splitlines()[0]
+            raise CatalogConflict(
+                f"cannot register {path} as {name}: {first_line} "
+                "(set [target] register = false to keep tables out of the catalog)"
+            ) from None
+    return True
+
+
+def unregister(spark: SparkSession, target: CatalogTarget, db: str | None, table: str, path: str) -> bool:
+    """Drop the entry under the table's name if it points at `path` (the folder that went); True if dropped.
+    The database goes too when that leaves it empty."""
+    name = target.qualified(db, table)
+    with _LOCK:
+        found = entry(spark, target, db, table)
+        if found is None or not found.is_ours(path):
+            return False
+        spark.sql(f"DROP TABLE IF EXISTS {name}")
+        _drop_if_empty(spark, target, db)
+    return True
+
+
+def sync_names(spark: SparkSession, target: CatalogTarget, names: Iterable[tuple[str | None, str]]) -> None:
+    """Make the catalog true for these table names: registered where a Delta table is, not where none is."""
+    for db, table in names:
+        path = conventions.table_path(target.warehouse, db, table)
+        if delta.is_delta_table(spark, path):
+            register(spark, target, db, table, path)
+        else:
+            unregister(spark, target, db, table, path)
+
+
+def sync_warehouse(spark: SparkSession, target: CatalogTarget, existing: Iterable[tuple[str, str]]) -> None:
+    """Register every Delta table of the warehouse (`existing`: its (db, table) names) and unregister
+    entries of the job's databases that point at folders of the warehouse that are gone."""
+    present = set(existing)
+    for db, table in sorted(present):
+        register(spark, target, db, table, conventions.table_path(target.warehouse, db, table))
+    for folder in fs.list_dir(spark, target.warehouse):
+        if not folder.is_dir or folder.name.startswith(("_", ".")):
+            continue
+        db = folder.name
+        if not spark.catalog.databaseExists(target.qualified_database(db)):
+            continue
+        for listed in spark.sql(f"SHOW TABLES IN {target.qualified_database(db)}").collect():
+            table = listed["tableName"]
+            if listed["isTemporary"] or (db, table) in present:
+                continue
+            unregister(spark, target, db, table, conventions.table_path(target.warehouse, db, table))
+
+
+def _drop_if_empty(spark: SparkSession, target: CatalogTarget, db: str | None) -> None:
+    database = target.qualified_database(db)
+    if not spark.sql(f"SHOW TABLES IN {database}").filter("NOT isTemporary").take(1):
+        spark.sql(f"DROP DATABASE IF EXISTS {database} RESTRICT")
+
+
+def _say_if_in_memory(spark: SparkSession, target: CatalogTarget) -> None:
+    """Note once per session that tables go into an in-memory catalog (gone when the session stops)."""
+    if target.catalog != SESSION_CATALOG or id(spark.sparkContext) in _told_in_memory:
+        return
+    _told_in_memory.add(id(spark.sparkContext))
+    if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+        sys.stderr.write(
+            "backfill: note: this Spark session has no Hive support, so tables are registered in its "
+            "in-memory catalog only (start it with spark.sql.catalogImplementation=hive and a metastore "
+            "to keep them; README: Tables by name)\n"
+        )
