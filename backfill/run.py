@@ -14,6 +14,7 @@ from backfill.report import RunResult
 from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook, NoWindow, StageClock
 from tidelake import fs
+from tidelake.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,6 +39,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     source = open_source(config.source, config.target.tables)
     checkpoints = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     window = source.plan(spark, checkpoints, clock, until_ts)
+    fault_point("backfill.plan")
     if isinstance(window, NoWindow):
         return RunResult(
             config.job.name, window.checkpoint_ts, window.checkpoint_ts, [], [], clock.seconds,

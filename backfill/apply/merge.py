@@ -15,6 +15,7 @@ from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta
 from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
+from tidelake.faults import fault_stage
 from tidelake.sqlident import quote_ident as quote
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def merge_changes(
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
+    changes = fault_stage(changes, "merge.write")
     keys = identity.columns(schema)
     if not keys:
         return _merge_multiset(

@@ -19,6 +19,7 @@ from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
 from backfill.tables import TrackedTable
 from tidelake import conventions, delta
+from tidelake.faults import fault_point
 from tidelake.sparkerrors import input_errors
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ def _apply_table(
                 )
             outcome.path, outcome.resolved_ts = path, merge_version
             outcome.delta_version = delta.table_version(spark, path)
+            fault_point("apply.after_merge")
         if seg_end is not None and seg_end <= resolved_ts:
             after = versions[seg + 1]
             metadata = _metadata(window, floor, after.finished_ts, "ddl") | {
@@ -194,6 +196,7 @@ def _apply_table(
                 "ddl_type": after.job_type,
             }
             outcome.ddl_steps += 1
+            fault_point("apply.before_ddl")
             outcome.path = apply_ddl_step(
                 spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
                 identity=window.identity(index),
