@@ -129,7 +129,7 @@ def _parse_with_arrow(raw: bytes, column_names: Sequence[str], key_names: Sequen
     known = pc.fill_null(pc.is_in(kind, value_set=pa.array(["INSERT", "UPDATE", "DELETE"])), False)
     is_row = pc.and_(pc.invert(is_ddl), known)
     skipped = pc.or_(is_ddl, pc.fill_null(pc.equal(kind, WATERMARK), False))
-    if not pc.all(pc.or_(is_row, skipped)).as_py():
+    if not pc.all(pc.or_(is_row, skipped), min_count=0).as_py():
         return None  # an unknown type: the line-by-line path names it
     lines = pa.array(range(1, table.num_rows + 1), pa.int64()).filter(is_row)
     table = table.filter(is_row)
