@@ -15,6 +15,7 @@ from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook, NoWindow, StageClock
 from tidelake import fs
 from tidelake.faults import fault_point
+from tidelake.sparkerrors import concurrent_commits
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,7 +49,8 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     changes = source.row_changes(spark, window, clock)
     try:
         target = ApplyTarget(config.target.warehouse, config.job.app_id)
-        outcomes = apply_window(spark, target, window, changes, clock)
+        with concurrent_commits(config.job.name):
+            outcomes = apply_window(spark, target, window, changes, clock)
     finally:
         changes.release()
     return RunResult(
