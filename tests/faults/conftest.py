@@ -3,6 +3,7 @@ TiCDC storage sink in CSV and in canal-json. Its second window renames and trunc
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +28,9 @@ SOURCE_LINES = {
     "output_old_value = true\n",
     "canal-json": 'kind = "ticdc-storage"\n[source.storage]\nprotocol = "canal-json"\ndate_separator = "none"\n',
 }
+# Every drill config carries a secret from the environment; no output of the drill may show it (§4).
+SECRET_ENV, SECRET = "TIDELAKE_DRILL_SECRET", "drill-marker-7f3a9c1e-password"
+OBJECT_STORE_LINES = f'[object_store]\naccess_key = "drill"\nsecret_key = "${{{SECRET_ENV}}}"\n'
 SPARK_LINES = '[spark]\nmaster = "local[2]"\nshuffle_partitions = 2\ndriver_memory = "1g"\n'
 
 
@@ -43,7 +47,7 @@ class Workload:
         """A job config for `source` writing to `warehouse` (plus `extra` TOML at the end)."""
         path = folder / f"{source}-{warehouse.name}.toml"
         path.write_text(
-            f'[job]\nname = "{JOB}"\n[target]\nwarehouse = "{warehouse}"\n{SPARK_LINES}'
+            f'[job]\nname = "{JOB}"\n[target]\nwarehouse = "{warehouse}"\n{SPARK_LINES}{OBJECT_STORE_LINES}'
             f'[source]\npath = "{self.source_path(source)}"\n{SOURCE_LINES[source]}{extra}'
         )
         return path
@@ -51,6 +55,7 @@ class Workload:
 
 @pytest.fixture(scope="session")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    os.environ[SECRET_ENV] = SECRET  # the in-process runs read it too; subprocesses get it from `environment`
     out = tmp_path_factory.mktemp("drill") / "sim"
     simulate(
         SimulationConfig(

@@ -26,9 +26,20 @@ class Finished:
 
 
 def environment(**extra: str) -> dict[str, str]:
+    """The test's environment for a subprocess: this worktree's code, the drill's secret, no armed point."""
+    from tests.faults.conftest import SECRET, SECRET_ENV
+
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDELAKE_FAULT_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    return env | extra
+    return env | {SECRET_ENV: SECRET} | extra
+
+
+def assert_no_secret(*outputs: str) -> None:
+    """The drill's secret shows in none of `outputs` (logs, JSON, reports, error messages)."""
+    from tests.faults.conftest import SECRET
+
+    for output in outputs:
+        assert SECRET not in output, f"the secret leaked: ...{output[max(0, output.find(SECRET) - 200):][:400]}"
 
 
 def command(tool: str, *args: str) -> list[str]:
@@ -41,6 +52,7 @@ def run(tool: str, *args: str, env: dict[str, str] | None = None, timeout: float
         command(tool, *args), env=env or environment(), cwd=REPO, capture_output=True, text=True,
         timeout=timeout, check=False,
     )  # fmt: skip
+    assert_no_secret(done.stdout, done.stderr)
     return Finished(done.returncode, done.stdout, done.stderr)
 
 
@@ -74,7 +86,9 @@ def kill_at(point: str, tool: str, *args: str, workdir: Path) -> str:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == -signal.SIGKILL, f"{point}: ended with {proc.returncode}, not by the kill"
-    return stderr_file.read_text()
+    err = stderr_file.read_text()
+    assert_no_secret(err)
+    return err
 
 
 def delta_tables(warehouse: Path) -> list[Path]:

@@ -13,7 +13,7 @@ import pytest
 
 from backfill.cli import main as backfill_main
 from tests.faults.conftest import APP_ID
-from tests.faults.harness import REPO, command, environment, table_rows, untagged_commits
+from tests.faults.harness import REPO, assert_no_secret, command, environment, table_rows, untagged_commits
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -40,6 +40,7 @@ def test_two_runs_of_one_job_at_once_end_as_one_run(
     codes = sorted(code for code, _, _ in outcomes)
     assert codes in ([0, 0], [0, EXIT_CONCURRENT]), [(c, err[-2000:]) for c, _, err in outcomes]
     for code, out, err in outcomes:
+        assert_no_secret(out, err)
         if code == EXIT_CONCURRENT:
             assert "another run" in err and "Traceback" not in err, err[-2000:]
             assert out == ""

@@ -18,7 +18,7 @@ import pytest
 from backfill.cli import main as backfill_main
 from tests.expected import warehouse_differences
 from tests.faults.conftest import APP_ID, Workload
-from tests.faults.harness import kill_at, table_rows, untagged_commits
+from tests.faults.harness import assert_no_secret, kill_at, table_rows, untagged_commits
 from tidelake import delta
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -54,7 +54,9 @@ def test_killed_at_a_point_then_rerun_equals_an_uninterrupted_run(
     assert untagged_commits(warehouse, APP_ID) == [], "the killed run left a commit without our tag"
 
     assert backfill_main(["run", "--config", str(conf), "--json", "--quiet"]) == 0
-    result = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert_no_secret(captured.out, captured.err)
+    result = json.loads(captured.out)
     assert table_rows(spark, warehouse) == reference
     assert untagged_commits(warehouse, APP_ID) == []
     if source == "kv-scan":  # the storage sinks carry no `_tidb_rowid`: compared with kv-scan's run instead
