@@ -98,6 +98,10 @@ class Prepared:
     def reference(self, source: str) -> dict[str, list[str]]:
         return self._prepare(source)[1]
 
+    def reference_warehouse(self, source: str) -> Path:
+        self._prepare(source)
+        return self.root / f"{source}-reference"
+
 
 @pytest.fixture(scope="session")
 def prepared(spark, workload: Workload, tmp_path_factory: pytest.TempPathFactory) -> Prepared:

@@ -116,10 +116,12 @@ def untagged_commits(warehouse: Path, app_id: str) -> list[str]:
     return found
 
 
-def table_rows(spark, warehouse: Path) -> dict[str, list[str]]:
-    """Every table's rows (all columns, `_tidb_commit_ts` included), sorted, by `db.table`."""
+def table_rows(spark, warehouse: Path, drop: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """Every table's rows (all columns but `drop`), sorted, by `db.table`."""
     return {
-        f"{t.parent.name}.{t.name}": sorted(repr(tuple(r)) for r in spark.read.format("delta").load(str(t)).collect())
+        f"{t.parent.name}.{t.name}": sorted(
+            repr(tuple(r)) for r in spark.read.format("delta").load(str(t)).drop(*drop).collect()
+        )
         for t in delta_tables(warehouse)
     }
 

@@ -68,3 +68,38 @@ def test_killed_at_a_point_then_rerun_equals_an_uninterrupted_run(
     assert {t["table"]: t["delta_version"] for t in again["tables"]} == versions
     for table in (t for t in result["tables"] if t.get("path")):
         assert delta.recorded_txn_version(spark, table["path"], APP_ID) is not None
+
+
+def test_reconcile_repair_killed_while_writing_then_rerun_repairs_once(
+    spark, workload: Workload, prepared, tmp_path: Path, capsys
+) -> None:
+    """`reconcile run --repair` against the simulator's expected state, killed inside its MERGE: the table
+    is as before the repair; a rerun repairs it, and a third run finds it equal."""
+    from reconcile.cli import main as reconcile_main
+    from tests.faults.harness import delta_tables
+    from tidelake.conventions import COMMIT_TS
+
+    warehouse = tmp_path / "wh"
+    shutil.copytree(prepared.reference_warehouse("kv-scan"), warehouse)
+    damaged = delta_tables(warehouse)[0]
+    with delta.delta_transaction(spark, "drill:tamper", 1, {"step": "drill-tamper"}):
+        spark.sql(f"DELETE FROM delta.`{damaged}` WHERE {COMMIT_TS} % 3 = 0")
+    conf = workload.config(
+        tmp_path, "kv-scan", warehouse,
+        f'[reconcile.upstream]\nkind = "files"\nformat = "expected"\npath = "{workload.sim / "expected"}"\n',
+    )  # fmt: skip
+    damaged_rows = table_rows(spark, warehouse)
+
+    kill_at("repair.write", "reconcile", "run", "--repair", "--config", str(conf), "--quiet", workdir=tmp_path)
+    assert table_rows(spark, warehouse) == damaged_rows, "a killed repair changed the table"
+
+    assert reconcile_main(["run", "--repair", "--config", str(conf), "--json", "--quiet"]) == 0
+    repaired = json.loads(capsys.readouterr().out)
+    assert sum(t["repair"]["upserted"] for t in repaired["tables"] if t.get("repair")) > 0
+    assert reconcile_main(["run", "--config", str(conf), "--json", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert_no_secret(captured.out, captured.err)
+    # repaired rows carry the ts the upstream was read at; every other value is the uninterrupted run's
+    reference = table_rows(spark, prepared.reference_warehouse("kv-scan"), drop=(COMMIT_TS,))
+    assert table_rows(spark, warehouse, drop=(COMMIT_TS,)) == reference
+    assert untagged_commits(warehouse, APP_ID) == []
