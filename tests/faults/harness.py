@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SIGNAL_WAIT_SECONDS = 180.0
+SIGNAL_WAIT_SECONDS = 900.0  # a loaded 2-core machine takes minutes to start a JVM and plan
 
 
 @dataclass(frozen=True)

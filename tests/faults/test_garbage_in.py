@@ -208,10 +208,20 @@ EVENT_DAMAGE: dict[str, Callable[[list[dict]], None]] = {
 }
 
 
+# what the message must name: the table and the row's handle, or the region and key of the event
+EVENT_PLACE = {
+    "random value bytes": ("app.users", "handle 2"),
+    "random value tail": ("app.users", "handle 3"),
+    "key of another table": ("999",),
+    "commit ts before start ts": ("region 1", "key"),
+    "resolved ts going back": ("region 1", "150"),
+}
+
+
 @pytest.mark.parametrize("damage_name", sorted(EVENT_DAMAGE))
 def test_event_rows_with_bad_values(spark, kv, tmp_path, capsys, damage_name: str) -> None:
     root = _damaged_capture(kv, tmp_path, lambda scan: _rewrite_events(scan, EVENT_DAMAGE[damage_name]))
-    _judge(spark, capsys, "event values", root, kv[1], kv[2], tmp_path, ("s2",))
+    _judge(spark, capsys, "event values", root, kv[1], kv[2], tmp_path, EVENT_PLACE[damage_name])
 
 
 def test_captures_listed_out_of_order_are_chained_by_ts(spark, kv, tmp_path, capsys) -> None:
