@@ -15,6 +15,8 @@ from backfill.report import RunResult
 from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook, NoWindow, StageClock
 from tidelake import fs
+from tidelake.faults import fault_point
+from tidelake.sparkerrors import concurrent_commits
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,6 +43,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     catalog = CatalogTarget.of(config.target)
     _sync_catalog(spark, catalog, checkpoints)  # what a killed run created but did not register
     window = source.plan(spark, checkpoints, clock, until_ts)
+    fault_point("backfill.plan")
     if isinstance(window, NoWindow):
         return RunResult(
             config.job.name, window.checkpoint_ts, window.checkpoint_ts, [], [], clock.seconds,
@@ -49,7 +52,8 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     changes = source.row_changes(spark, window, clock)
     try:
         target = ApplyTarget(config.target.warehouse, config.job.app_id, catalog)
-        outcomes = apply_window(spark, target, window, changes, clock)
+        with concurrent_commits(config.job.name):
+            outcomes = apply_window(spark, target, window, changes, clock)
     finally:
         changes.release()
     _sync_catalog(spark, catalog, CheckpointBook(spark, config.target.warehouse, config.job.app_id))

@@ -30,6 +30,7 @@ from reconcile.result import DiffCounts, RepairOutcome
 from reconcile.schema import TIDB_COMMIT_TS, Comparison
 from tidelake import delta
 from tidelake.errors import InputError
+from tidelake.faults import fault_stage
 from tidelake.sqlident import column, quote_ident
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ def repair(
         *[column(UP + c.name).alias(c.name) for c in comparison.columns],
         (column(KIND) == F.lit("extra")).alias(DELETE),
     )
+    source = fault_stage(source, "repair.write")
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
     values: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns}
@@ -140,7 +142,7 @@ def repair_multiset(
     inserts = diff.differences.where(copies > 0).select(
         *group, *values, F.explode(F.array_repeat(F.lit(True), copies.cast("int"))).alias(INSERT)
     )
-    source = deletes.unionByName(inserts)
+    source = fault_stage(deletes.unionByName(inserts), "repair.write")
     target_texts = whole_row_texts(columns, [_ref("t", delta_names[c.name.lower()]) for c in columns])
     on = reduce(
         lambda acc, i: acc & target_texts[i].eqNullSafe(_ref("s", f"_g{i}")), width, ~F.col(f"s.{INSERT}")

@@ -1,6 +1,7 @@
 """Run a typer app as `main(argv) -> int` with tidelake's exit codes.
 
-0 success or equal, 1 differences found, 2 bad input or config (usage errors included), 130 interrupted.
+0 success or equal, 1 differences found, 2 bad input or config (usage errors included), 3 a concurrent run of
+the same job won a commit race (`ConcurrentRunError`), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tidelake.output import DEFAULT_INTERVAL, LogFormat, OutputStyle, configure,
 EXIT_OK = 0
 EXIT_DIFFERENCES = 1
 EXIT_BAD_INPUT = 2
+EXIT_CONCURRENT_RUN = 3
 
 
 QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr (errors still).")]

@@ -53,6 +53,17 @@ def delta_transaction(
             spark.conf.unset(key)
 
 
+@contextmanager
+def commit_info(spark: SparkSession, metadata: Mapping[str, Any]) -> Iterator[None]:
+    """Put JSON userMetadata on the next commits in this session that carry no transaction (a table's
+    creation, a property change), so that every commit in our tables' logs says which step made it."""
+    spark.conf.set(USER_METADATA, json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
+    try:
+        yield
+    finally:
+        spark.conf.unset(USER_METADATA)
+
+
 def is_delta_table(spark: SparkSession, path: str) -> bool:
     from delta.tables import DeltaTable
 

@@ -17,3 +17,13 @@ class ConfigError(TidelakeError):
 
 class InputError(TidelakeError):
     """Source data that breaks the input contract: corrupt files, impossible event streams, gaps."""
+
+
+class ConcurrentRunError(TidelakeError):
+    """Another writer (a second run of the same job) committed to a table this run was committing to.
+
+    Delta refused this run's commit, so nothing of it is half-applied; what it would have written is the
+    other run's identical, tagged commit, or the next run's work. Exit status 3.
+    """
+
+    exit_code = 3

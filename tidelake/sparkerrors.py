@@ -12,11 +12,16 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tidelake.errors import InputError
+from tidelake.errors import ConcurrentRunError, InputError
 
 _TAG = "TIDELAKE_INPUT_ERROR"
 _TAGGED = re.compile(rf"{_TAG}\[(.*?)\]\s*$", re.MULTILINE | re.DOTALL)
 _FILE_IN_MESSAGE = re.compile(r"(?:reading file|file|path)\s+['\"`]?((?:file:|s3a?:|hdfs:|/)[^\s'\"`]+)")
+_CONCURRENT_COMMIT = (
+    "DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED", "ConcurrentAppendException",
+    "ConcurrentTransactionException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+    "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
+)  # fmt: skip
 _UNREADABLE_FILE = (
     "FAILED_READ_FILE", "CANNOT_READ_FILE", "not a Parquet file", "Parquet column cannot be converted",
     "PATH_NOT_FOUND", "ParquetDecodingException", "Could not read footer",
@@ -52,3 +57,20 @@ def input_errors(what: str) -> Iterator[None]:
         place = found.group(1).rstrip(".") if found else f"a {what} file"
         reason = message.strip().splitlines()[0][:300]
         raise InputError(f"{place}: cannot read {what}: {reason}") from None
+
+
+@contextmanager
+def concurrent_commits(job: str) -> Iterator[None]:
+    """Turn Delta's refusal of a commit that raced another writer's into a `ConcurrentRunError`."""
+    try:
+        yield
+    except Exception as exc:  # Py4J / Spark exceptions carry the JVM class and error class as text
+        message = str(exc)
+        marker = next((m for m in _CONCURRENT_COMMIT if m in message), None)
+        if marker is None:
+            raise
+        first = next((line.strip() for line in message.splitlines() if marker in line), marker)[:300]
+        raise ConcurrentRunError(
+            f"job {job!r}: another run committed to the same table at the same time, so Delta refused this "
+            f"run's commit (nothing of it is half-applied; run again to finish whatever is left): {first}"
+        ) from None

@@ -27,6 +27,7 @@ from backfill.tables import RowIdentity
 from tidelake import conventions, delta, fs
 from tidelake.conventions import COMMIT_TS
 from tidelake.errors import InputError
+from tidelake.faults import fault_point
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -163,7 +164,9 @@ def apply_ddl_step(
     current_rows = spark.read.format("delta").load(old_path)
     truncated = new.table_id != old.table_id and not new.partition_names
     rows = current_rows.limit(0) if truncated else migrate_rows(current_rows, old, new)
+    fault_point("ddl.rewrite")
     overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
     if new_path != old_path:
+        fault_point("ddl.rename")
         fs.delete(spark, old_path)
     return new_path

@@ -15,6 +15,7 @@ from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta
 from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
+from tidelake.faults import fault_stage
 from tidelake.sqlident import quote_ident as quote
 
 if TYPE_CHECKING:
@@ -39,13 +40,14 @@ def create_table(
         return False
     from delta.tables import DeltaTable
 
-    (
-        DeltaTable.createIfNotExists(spark)
-        .location(path)
-        .addColumns(spark.createDataFrame([], delta_ddl(schema, identity)).schema)
-        .property(TABLE_ID_PROPERTY, str(schema.table_id))
-        .execute()
-    )
+    with delta.commit_info(spark, {"step": "create", "table_id": schema.table_id}):
+        (
+            DeltaTable.createIfNotExists(spark)
+            .location(path)
+            .addColumns(spark.createDataFrame([], delta_ddl(schema, identity)).schema)
+            .property(TABLE_ID_PROPERTY, str(schema.table_id))
+            .execute()
+        )
     return True
 
 
@@ -66,6 +68,7 @@ def merge_changes(
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
+    changes = fault_stage(changes, "merge.write")
     keys = identity.columns(schema)
     if not keys:
         return _merge_multiset(
@@ -201,17 +204,23 @@ def overwrite_table(
     txn_version: int,
     metadata: Mapping[str, Any],
 ) -> bool:
-    """Replace the table's rows and schema in one commit (how a DDL step lands)."""
+    """Replace the table's rows and schema in one commit (how a DDL step lands).
+
+    The table id property is set before that commit (on a table created for it at a new path), so a kill
+    between the two leaves nothing that the rerun, which skips the recorded commit, would have to finish."""
     recorded = delta.recorded_txn_version(spark, path, app_id)
     if recorded is not None and recorded >= txn_version:
         return False
-    if "timestamp_ntz" in rows.schema.simpleString() and delta.is_delta_table(spark, path):
-        # Delta enables the timestampNtz feature when a table is created with such a column (a renamed
-        # table's new path), but an overwrite that brings the first one to an existing table (ADD COLUMN
-        # ... DATETIME, MODIFY COLUMN to DATETIME) fails unless the feature is already there.
-        spark.sql(
-            f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')"
-        )
+    if not create_table(spark, path, schema):
+        properties = {TABLE_ID_PROPERTY: str(schema.table_id)}
+        if "timestamp_ntz" in rows.schema.simpleString():
+            # Delta enables the timestampNtz feature when a table is created with such a column (a renamed
+            # table's new path), but an overwrite that brings the first one to an existing table (ADD COLUMN
+            # ... DATETIME, MODIFY COLUMN to DATETIME) fails unless the feature is already there.
+            properties["delta.feature.timestampNtz"] = "supported"
+        settings = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+        with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
+            spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
     (
         rows.write.format("delta")
         .mode("overwrite")
@@ -220,8 +229,5 @@ def overwrite_table(
         .option("txnVersion", str(txn_version))
         .option("userMetadata", json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
         .save(path)
-    )
-    spark.sql(
-        f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ('{TABLE_ID_PROPERTY}' = '{schema.table_id}')"
     )
     return True

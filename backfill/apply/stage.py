@@ -18,12 +18,16 @@ from backfill.apply.ddl import apply_ddl_step
 from backfill.apply.merge import create_table, has_no_rows, merge_changes
 from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
-from backfill.tables import TrackedTable
+from backfill.tables import RowIdentity, TrackedTable
 from tidelake import conventions, delta
+from tidelake.errors import InputError
+from tidelake.faults import fault_point
 from tidelake.sparkerrors import input_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from backfill.codec import TableSchema
 
 PARALLEL_JOBS = 4  # Spark jobs submitted at once in the decode and merge stages
 
@@ -85,6 +89,8 @@ def materialize(
             ):
                 continue
             path = conventions.table_path(target.warehouse, version.schema.schema_name, version.schema.name)
+            if version.finished_ts <= window.floors[index]:
+                _check_keys_exist(spark, path, version.schema, window.identity(index))
             puts_only = seg == 0 and bool(counts.get((index, seg, "PUT"))) and has_no_rows(spark, path)
             frame = changes.rows(index, seg, puts_only=puts_only).persist()
             found[(index, seg)] = SegmentRows(frame, puts_only)
@@ -93,6 +99,21 @@ def materialize(
         for _ in pool.map(lambda s: s.rows.count(), found.values()):
             pass
     return found
+
+
+def _check_keys_exist(spark: SparkSession, path: str, schema: TableSchema, identity: RowIdentity) -> None:
+    """The table as it stands was written with the schema its checkpoint falls in: a schema that keys rows
+    by columns the table does not have contradicts its history (before anything is committed)."""
+    if not delta.is_delta_table(spark, path):
+        return
+    have = {name.lower() for name in spark.read.format("delta").load(path).columns}
+    missing = [key for key in identity.columns(schema) if key.lower() not in have]
+    if missing:
+        raise InputError(
+            f"table {schema.schema_name}.{schema.name} (id {schema.table_id}): its schema keys rows by "
+            f"{', '.join(missing)}, which the Delta table at {path} does not have; the captured table info "
+            "disagrees with the schema this table was written with"
+        )
 
 
 def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:
@@ -191,6 +212,7 @@ def _apply_table(
                 )
             outcome.path, outcome.resolved_ts = path, merge_version
             outcome.delta_version = delta.table_version(spark, path)
+            fault_point("apply.after_merge")
         if seg_end is not None and seg_end <= resolved_ts:
             after = versions[seg + 1]
             metadata = _metadata(window, floor, after.finished_ts, "ddl") | {
@@ -198,6 +220,7 @@ def _apply_table(
                 "ddl_type": after.job_type,
             }
             outcome.ddl_steps += 1
+            fault_point("apply.before_ddl")
             outcome.path = apply_ddl_step(
                 spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
                 identity=window.identity(index),

@@ -152,3 +152,9 @@ def test_put_whose_prewrite_had_no_value_is_an_error() -> None:
 def test_unknown_event_type_names_the_valid_ones() -> None:
     with pytest.raises(MatchError, match="unknown event type 'LOCK'"):
         run(Stream().add("LOCK"))
+
+
+def test_a_commit_ts_not_after_its_start_ts_is_a_data_error() -> None:
+    """Found by issue 17's fuzz: such an event used to be applied as if valid, with an impossible ts."""
+    with pytest.raises(MatchError, match=r"region 7, .*commit_ts 15 is not after its start_ts 20"):
+        run(Stream().init().committed(20, 15))

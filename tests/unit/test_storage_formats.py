@@ -436,3 +436,22 @@ def test_canal_json_whole_file_and_line_by_line_agree() -> None:
     ]  # fmt: skip
     assert [{**r, "_tidb_line": 0} for r in whole] == [{**r, "_tidb_line": 0} for r in by_line]
     assert whole[-1]["OfficeLocation"] is None and whole[1]["LastName"] is None
+
+
+def test_an_empty_time_column_converts_and_a_bad_one_is_named() -> None:
+    """A file whose rows all fall outside the window leaves TIME columns empty: Arrow's `all` of nothing
+    is null, which once sent the check down the error path (a StopIteration traceback; issue 17's drill)."""
+    import pyarrow as pa
+
+    from backfill.codec import DecodeStats
+    from backfill.sources.ticdc.text_values import BadValue, text_column
+
+    cols = columns_from_sql([("a", "INT", {"is_pk": "true", "nullable": "false"}), ("t", "TIME", {})])
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 2).table_info(9))
+    time_col = schema.by_name["t"]
+    empty = text_column(schema, time_col, pa.array([], pa.string()), TextDialect(), DecodeStats())
+    assert len(empty) == 0
+    assert text_column(schema, time_col, pa.array(["-01:02:03.5", None], pa.string()), TextDialect(),
+                       DecodeStats()).to_pylist() == ["-01:02:03.5", None]  # fmt: skip
+    with pytest.raises(BadValue, match="'25:61' is not a TIME value"):
+        text_column(schema, time_col, pa.array(["10:00:00", "25:61"], pa.string()), TextDialect(), DecodeStats())

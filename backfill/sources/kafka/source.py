@@ -388,15 +388,12 @@ def typed_rows(
             out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
             yield from out.to_batches()
 
-<<<<<<< HEAD
-    return mine.mapInArrow(decode, f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT")
-=======
     if protocol == "canal-json":
         mine = mine.select("value", "topic", "partition", "offset")
     return mine.mapInArrow(
-        decode_canal if protocol == "canal-json" else decode, f"{spark_ddl(schema, nullable=True)}, `{LINE}` BIGINT"
+        decode_canal if protocol == "canal-json" else decode,
+        f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT",
     )
->>>>>>> ticdc
 
 
 def _survey(events: DataFrame | None) -> _Plan:

@@ -469,7 +469,7 @@ class _Decoder:
         if kind == K.TIME:
             arr = _typed(vals, pa.string(), "a TIME string")
             ok = pc.match_substring_regex(arr, "^" + _TIME_TEXT.pattern.removesuffix("\\Z") + "$")
-            if not pc.all(pc.fill_null(ok, True)).as_py():
+            if not pc.all(pc.fill_null(ok, True), min_count=0).as_py():
                 bad = _first_bad(vals, lambda v: v is None or _TIME_TEXT.match(v) is not None)
                 raise _Bad(bad, f"{vals[bad]!r} is not a TIME value")
             return arr

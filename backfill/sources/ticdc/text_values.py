@@ -83,7 +83,7 @@ def _convert(
             raise _Bad(bad, f"{values[bad]!r} is not a DECIMAL({prec},{scale})") from None
     if kind == K.TIME:
         ok = pc.match_substring_regex(texts, "^" + _TIME_TEXT.pattern.removesuffix("\\Z") + "$")
-        if not pc.all(pc.fill_null(ok, True)).as_py():
+        if not pc.all(pc.fill_null(ok, True), min_count=0).as_py():
             values = texts.to_pylist()
             bad = next(i for i, v in enumerate(values) if v is not None and not _TIME_TEXT.match(v))
             raise _Bad(bad, f"{values[bad]!r} is not a TIME value")
