@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def fault_stage(frame: DataFrame, name: str) -> DataFrame:
     if _ARMED is None or name != _ARMED:
         return frame
 
-    def pass_then_block(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def pass_then_block(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         yield from batches
         _signal_and_block(name)
 

@@ -85,8 +85,12 @@ def _stored(schema: TableSchema, col: ColumnSchema, value: Any) -> Any:
         raise e.at(table_id=schema.table_id, column=col.name) from None
 
 
-_SKIP = object()  # a cell TiDB does not write
-CellEncoder = Callable[[Any], "bytes | None | object"]
+class _Skip:
+    """A cell TiDB does not write."""
+
+
+_SKIP = _Skip()
+CellEncoder = Callable[[Any], "bytes | None | _Skip"]
 
 
 class _RowV2Encoder:
@@ -100,7 +104,7 @@ class _RowV2Encoder:
     def _cell(self, col: ColumnSchema) -> CellEncoder:
         schema = self.schema
 
-        def generic(value: Any) -> bytes | None | object:
+        def generic(value: Any) -> bytes | None | _Skip:
             stored = _stored(schema, col, value)
             if _skipped_by_tidb(schema, col, stored):
                 return _SKIP
@@ -117,7 +121,7 @@ class _RowV2Encoder:
             lo, hi = int_bounds(col)
             compact = encode_compact_uint if kind in UNSIGNED_STORED else encode_compact_int
 
-            def integer(value: Any) -> bytes | None | object:
+            def integer(value: Any) -> bytes | None | _Skip:
                 if value is None:
                     return null
                 if type(value) is int and lo <= value <= hi:
@@ -127,7 +131,7 @@ class _RowV2Encoder:
             return integer
         if kind in (ColumnKind.TEXT, ColumnKind.BINARY):
 
-            def text(value: Any) -> bytes | None | object:
+            def text(value: Any) -> bytes | None | _Skip:
                 if value is None:
                     return null
                 if type(value) is str:
@@ -139,7 +143,7 @@ class _RowV2Encoder:
             return text
         if kind == ColumnKind.FLOAT64:
 
-            def double(value: Any) -> bytes | None | object:
+            def double(value: Any) -> bytes | None | _Skip:
                 if value is None:
                     return null
                 if type(value) is float:
@@ -158,7 +162,7 @@ class _RowV2Encoder:
             cell = encode(value)
             if cell is None:
                 nulls.append(cid)
-            elif cell is not _SKIP:
+            elif not isinstance(cell, _Skip):
                 not_null.append((cid, cell))
         return rowv2.assemble_row_v2(not_null, nulls)
 

@@ -130,8 +130,9 @@ def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where:
         commit_ts = commits[i]
         if commit_ts is None:
             raise error(i, f"{cols.describe(i)[1]} event without commit_ts")
-        if starts[i] is not None and commit_ts <= starts[i]:
-            raise error(i, f"commit_ts {commit_ts} is not after its start_ts {starts[i]}")
+        start_ts = starts[i]
+        if start_ts is not None and commit_ts <= start_ts:
+            raise error(i, f"commit_ts {commit_ts} is not after its start_ts {start_ts}")
         if commit_ts <= checkpoint_ts:
             result.stale_commits += 1
             return

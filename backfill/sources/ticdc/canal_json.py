@@ -107,17 +107,19 @@ def parse_canal_json(
 def _decoders(column_names: tuple[str, ...]) -> tuple[msgspec.json.Decoder, type]:
     """A decoder of one canal-json message whose rows are structs with one field per column (UNSET when
     absent; a name not in the schema does not parse), and that row struct type."""
-    fields = [(f"c{i}", str | None | msgspec.UnsetType, msgspec.UNSET) for i in range(len(column_names))]
+    fields: list[tuple[str, Any, Any]] = [
+        (f"c{i}", str | None | msgspec.UnsetType, msgspec.UNSET) for i in range(len(column_names))
+    ]
     row_type = msgspec.defstruct(
         "CanalRow", fields, rename={f"c{i}": name for i, name in enumerate(column_names)},
         forbid_unknown_fields=True, gc=False,
     )  # fmt: skip
-    message = msgspec.defstruct(
-        "CanalRowMessage",
-        [("type", str, ""), ("isDdl", bool, False), ("data", list[row_type] | None, None),  # type: ignore[valid-type]
-         ("old", list[row_type] | None, None), ("tidb", _Tidb | None, None)],  # type: ignore[valid-type]
-        rename={"tidb": "_tidb"}, gc=False,
-    )  # fmt: skip
+    rows: Any = list[row_type] | None  # type: ignore[valid-type]  # a struct type made at run time
+    message_fields: list[tuple[str, Any, Any]] = [
+        ("type", str, ""), ("isDdl", bool, False), ("data", rows, None), ("old", rows, None),
+        ("tidb", _Tidb | None, None),
+    ]  # fmt: skip
+    message = msgspec.defstruct("CanalRowMessage", message_fields, rename={"tidb": "_tidb"}, gc=False)
     return msgspec.json.Decoder(message), row_type
 
 

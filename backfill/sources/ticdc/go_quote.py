@@ -14,6 +14,7 @@ from __future__ import annotations
 import codecs
 import re
 import unicodedata
+from typing import cast
 
 _SIMPLE = {
     ord("a"): b"\x07",
@@ -41,7 +42,7 @@ def unquote(text: str) -> bytes:
             raise ValueError("unescaped double quote")
         return text.encode("utf-8")
     if _BYTE_ESCAPED.match(text):
-        return codecs.escape_decode(text.encode("utf-8"))[0]  # type: ignore[attr-defined]
+        return cast(bytes, codecs.escape_decode(text.encode("utf-8"))[0])  # typeshed says str; it gives bytes
     raw = text.encode("utf-8")
     out = bytearray()
     i, n = 0, len(raw)
