@@ -68,13 +68,9 @@ def open_snapshot(
     spark: SparkSession, path: str, app_id: str, at_ts: int | None, *, exact: bool = True
 ) -> DeltaSnapshot:
     """Read the Delta table at the version chosen for `at_ts`."""
-    from delta.tables import DeltaTable
-
     if not delta.is_delta_table(spark, path):
         raise TableNotFound(f"no Delta table at {path}")
-    rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-    commits = [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
-    history = resolved_history(commits)
+    history = resolved_history(_latest_commits(spark, path) if at_ts is None else _all_commits(spark, path))
     if history and history[-1].resolved_ts is None:
         recorded = delta.recorded_txn_version(spark, path, app_id)  # older commits without metadata
         if recorded is not None:
@@ -82,6 +78,27 @@ def open_snapshot(
     chosen = choose_version(history, at_ts, exact=exact)
     df = spark.read.format("delta").option("versionAsOf", chosen.version).load(path)
     return DeltaSnapshot(path, chosen.version, chosen.resolved_ts, df)
+
+
+def _all_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str, Any] | None]]:
+    from delta.tables import DeltaTable
+
+    rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
+    return [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
+
+
+def _latest_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str, Any] | None]]:
+    """The newest commits back to the first that records a resolved ts: all the latest version needs,
+    read from the log files on the driver (no Spark job; usually one file)."""
+    commits: list[tuple[int, Mapping[str, Any] | None]] = []
+    for version in range(delta.table_version(spark, path), -1, -1):
+        metadata = _metadata(delta.commit_user_metadata(spark, path, version))
+        commits.append((version, metadata))
+        if metadata is not None and isinstance(metadata.get("resolved_ts"), int):
+            break
+        if len(commits) >= 50:  # many foreign commits in a row: the full history is as cheap
+            return _all_commits(spark, path)
+    return commits
 
 
 def _metadata(text: str | None) -> Mapping[str, Any] | None:
