@@ -45,7 +45,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         )  # fmt: skip
     changes = source.row_changes(spark, window, clock)
     try:
-        target = ApplyTarget(config.target.warehouse, config.job.app_id)
+        target = ApplyTarget(config.target.warehouse, config.job.app_id, config.target)
         outcomes = apply_window(spark, target, window, changes, clock)
     finally:
         changes.release()

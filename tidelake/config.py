@@ -144,17 +144,74 @@ class SourceConfig:
             raise ValueError(f"kind = {self.kind!r} needs a path")
 
 
+_FILE_SIZE = re.compile(r"^\d+\s*(b|kb|mb|gb)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How our Delta tables are laid out (`[target.layout]`, per table `[target.table_layouts."db.t"]`).
+
+    A key left out (None) takes the job's value, then the default: deletion vectors on (a MERGE marks
+    rows deleted instead of rewriting their files), liquid clustering by the primary key (tables without
+    one are not clustered), optimized writes on, Delta's target file size, change data feed off.
+    `properties` adds any other Delta table property (`delta.*`), verbatim.
+    """
+
+    deletion_vectors: bool | None = None
+    cluster_by_key: bool | None = None
+    optimize_write: bool | None = None
+    target_file_size: str | None = None  # e.g. "128mb"
+    change_data_feed: bool | None = None
+    properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if self.target_file_size is not None and not _FILE_SIZE.match(self.target_file_size):
+            raise ValueError(f"target_file_size {self.target_file_size!r} is not a size like 128mb")
+        for key in self.properties:
+            if not re.match(r"^delta\.[A-Za-z0-9_.]+$", key):
+                raise ValueError(f"properties: {key!r} is not a Delta table property (delta.<name>)")
+
+    def over(self, base: TableLayout) -> TableLayout:
+        """This layout with every key it leaves out taken from `base`."""
+        return TableLayout(
+            *(base_value if value is None else value for value, base_value in (
+                (self.deletion_vectors, base.deletion_vectors),
+                (self.cluster_by_key, base.cluster_by_key),
+                (self.optimize_write, base.optimize_write),
+                (self.target_file_size, base.target_file_size),
+                (self.change_data_feed, base.change_data_feed),
+            )),
+            properties=MappingProxyType({**base.properties, **self.properties}),
+        )  # fmt: skip
+
+
+DEFAULT_LAYOUT = TableLayout(deletion_vectors=True, cluster_by_key=True, optimize_write=True, change_data_feed=False)
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """The Delta warehouse: one table per upstream table at `<warehouse>/<db>/<table>`."""
 
     warehouse: str
     tables: tuple[str, ...] = ("*.*",)
+    layout: TableLayout = field(default_factory=TableLayout)
+    table_layouts: Mapping[str, TableLayout] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        for pattern in self.tables:
+        for pattern in (*self.tables, *self.table_layouts):
             if not _TABLE_PATTERN.match(pattern):
                 raise ValueError(f"tables: {pattern!r} is not a `db.table` pattern (wildcards * ? allowed)")
+
+    def layout_of(self, database: str, table: str) -> TableLayout:
+        """The table's layout: the first `table_layouts` pattern that matches it, over `layout`, over
+        the defaults."""
+        import fnmatch
+
+        job = self.layout.over(DEFAULT_LAYOUT)
+        for pattern, layout in self.table_layouts.items():
+            if fnmatch.fnmatchcase(f"{database}.{table}", pattern):
+                return layout.over(job)
+        return job
 
 
 @dataclass(frozen=True)
