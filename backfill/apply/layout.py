@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 KEY_COLUMNS_PROPERTY = "tidelake.key_columns"  # the merge key, a JSON list (for `backfill maintain`)
+TARGET_FILE_SIZE_PROPERTY = "tidelake.target_file_size"  # bytes; OPTIMIZE's max file size in maintain
 MAX_CLUSTERING_COLUMNS = 4  # Delta's limit
 # Types Delta collects min/max statistics for, which clustering needs (not binary, boolean, complex).
 _CLUSTERABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "date", "timestamp")
@@ -34,8 +35,8 @@ def table_properties(layout: TableLayout) -> dict[str, str]:
         "delta.autoOptimize.optimizeWrite": _flag(layout.optimize_write),
         "delta.enableChangeDataFeed": _flag(layout.change_data_feed),
     }
-    if layout.target_file_size is not None:
-        props["delta.targetFileSize"] = layout.target_file_size.replace(" ", "").lower()
+    if layout.target_file_size is not None:  # OSS Delta has no such table property: maintain reads ours
+        props[TARGET_FILE_SIZE_PROPERTY] = str(file_size_bytes(layout.target_file_size))
     return {**props, **layout.properties}
 
 
@@ -68,6 +69,15 @@ def apply_properties(
     finally:
         spark.conf.unset(delta.USER_METADATA)
     return changed
+
+
+def file_size_bytes(size: str) -> int:
+    """`128mb` -> bytes (b, kb, mb, gb; binary multiples)."""
+    text = size.replace(" ", "").lower()
+    for unit, factor in (("gb", 1 << 30), ("mb", 1 << 20), ("kb", 1 << 10), ("b", 1)):
+        if text.endswith(unit):
+            return int(text[: -len(unit)]) * factor
+    return int(text)
 
 
 def _flag(value: bool | None) -> str:
