@@ -38,11 +38,15 @@ COLUMNS = [  # (name, TiDB type, flen, decimal) after `id`
 ]  # fmt: skip
 VALUES = """CAST(id % 100003 AS INT) AS customer,
   element_at(array('new', 'paid', 'shipped', 'returned'), CAST(id % 4 AS INT) + 1) AS status,
-  substr(md5(CAST(id AS STRING)), 1, 20) AS sku, CAST((id * 37) % 10000000 / 100 AS DECIMAL(12,2)) AS amount,
-  CAST(id % 50 AS INT) AS quantity, element_at(array('eu', 'us', 'ap'), CAST(id % 3 AS INT) + 1) AS region,
+  substr(md5(CAST(id AS STRING)), 1, 20) AS sku,
+  CAST((id * 37) % 10000000 / 100 AS DECIMAL(12,2)) AS amount,
+  CAST(id % 50 AS INT) AS quantity,
+  element_at(array('eu', 'us', 'ap'), CAST(id % 3 AS INT) + 1) AS region,
   timestamp_ntz'2020-01-01 00:00:00' + make_dt_interval(0, 0, 0, id) AS created,
   timestamp_ntz'2021-01-01 00:00:00' + make_dt_interval(0, 0, 0, id * {v}) AS updated,
-  concat('note ', CAST(id % 997 + {v} AS STRING)) AS note, id * {v} AS score, CAST({v} AS INT) AS flags"""
+  concat('note ', CAST(id % 997 + {v} AS STRING)) AS note,
+  id * {v} AS score,
+  CAST({v} AS INT) AS flags"""
 
 
 def table_schema() -> Any:
