@@ -1,4 +1,4 @@
-"""The `backfill` command: run, status, demo, decode, simulate."""
+"""The `backfill` command: run, status, maintain, demo, decode, simulate."""
 
 from __future__ import annotations
 
@@ -100,6 +100,29 @@ def snapshot(
     else:
         emit(result, as_json)
     return 0
+
+
+@app.command(epilog="Example: `backfill maintain --config conf/prod.toml --table 'shop.*' --json`")
+def maintain(
+    config: ConfigOption = None,
+    as_json: JsonOption = False,
+    table: Annotated[
+        list[str] | None, typer.Option("--table", help="db.table pattern (wildcards; repeat). Default: [target] tables.")
+    ] = None,
+    retention_hours: Annotated[
+        float, typer.Option("--retention-hours", help="VACUUM retention; never under Delta's 168 h check.")
+    ] = 168.0,
+) -> int:
+    """OPTIMIZE (clustering or Z-order by key), purge deletion vectors, VACUUM and checkpoint each table."""
+    from backfill.maintain import maintain as maintain_tables
+
+    settings = load_config(config)
+    result = _with_session(
+        settings, "maintain",
+        lambda spark: maintain_tables(spark, settings, patterns=table or (), retention_hours=retention_hours),
+    )  # fmt: skip
+    emit(result, as_json)
+    return result.exit_code
 
 
 @app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")

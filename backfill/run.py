@@ -51,7 +51,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
         )  # fmt: skip
     changes = source.row_changes(spark, window, clock)
     try:
-        target = ApplyTarget(config.target.warehouse, config.job.app_id, catalog)
+        target = ApplyTarget(config.target.warehouse, config.job.app_id, catalog, layouts=config.target)
         with concurrent_commits(config.job.name):
             outcomes = apply_window(spark, target, window, changes, clock)
     finally:

@@ -64,13 +64,10 @@ def choose_version(history: Sequence[VersionTs], at_ts: int | None, *, exact: bo
     raise InputError(f"no Delta version has resolved ts {at_ts} (the newest recorded: {shown})")
 
 
-def version_history(spark: SparkSession, path: str, app_id: str) -> list[VersionTs]:
-    """Every version of the Delta table at `path` with the resolved ts it stands for, oldest first."""
-    from delta.tables import DeltaTable
-
-    rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-    commits = [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
-    history = resolved_history(commits)
+def version_history(spark: SparkSession, path: str, app_id: str, *, latest_only: bool = False) -> list[VersionTs]:
+    """The versions of the Delta table at `path` with the resolved ts each stands for, oldest first;
+    `latest_only`: just the newest commits back to the first that records a resolved ts (no Spark job)."""
+    history = resolved_history(_latest_commits(spark, path) if latest_only else _all_commits(spark, path))
     if history and history[-1].resolved_ts is None:
         recorded = delta.recorded_txn_version(spark, path, app_id)  # older commits without metadata
         if recorded is not None:
@@ -84,9 +81,31 @@ def open_snapshot(
     """Read the Delta table at the version chosen for `at_ts`."""
     if not delta.is_delta_table(spark, path):
         raise TableNotFound(f"no Delta table at {path}")
-    chosen = choose_version(version_history(spark, path, app_id), at_ts, exact=exact)
+    history = version_history(spark, path, app_id, latest_only=at_ts is None)
+    chosen = choose_version(history, at_ts, exact=exact)
     df = spark.read.format("delta").option("versionAsOf", chosen.version).load(path)
     return DeltaSnapshot(path, chosen.version, chosen.resolved_ts, df)
+
+
+def _all_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str, Any] | None]]:
+    from delta.tables import DeltaTable
+
+    rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
+    return [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
+
+
+def _latest_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str, Any] | None]]:
+    """The newest commits back to the first that records a resolved ts: all the latest version needs,
+    read from the log files on the driver (no Spark job; usually one file)."""
+    commits: list[tuple[int, Mapping[str, Any] | None]] = []
+    for version in range(delta.table_version(spark, path), -1, -1):
+        metadata = _metadata(delta.commit_user_metadata(spark, path, version))
+        commits.append((version, metadata))
+        if metadata is not None and isinstance(metadata.get("resolved_ts"), int):
+            break
+        if len(commits) >= 50:  # many foreign commits in a row: the full history is as cheap
+            return _all_commits(spark, path)
+    return commits
 
 
 def _metadata(text: str | None) -> Mapping[str, Any] | None:

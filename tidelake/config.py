@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tidelake.configload import Secret, load_dataclass
 from tidelake.errors import ConfigError
@@ -20,6 +20,7 @@ from tidelake.errors import ConfigError
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "demo.toml"
 
+_T = TypeVar("_T")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TABLE_PATTERN = re.compile(r"^[A-Za-z0-9_$*?\[\]-]+\.[A-Za-z0-9_$*?\[\]-]+$")
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -147,6 +148,52 @@ class SourceConfig:
             raise ValueError(f"kind = {self.kind!r} needs a path")
 
 
+_FILE_SIZE = re.compile(r"^\d+\s*(b|kb|mb|gb)?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """How our Delta tables are laid out (`[target.layout]`, per table `[target.table_layouts."db.t"]`).
+
+    A key left out (None) takes the job's value, then the default: deletion vectors on (a MERGE marks
+    rows deleted instead of rewriting their files), liquid clustering by the primary key (tables without
+    one are not clustered), optimized writes on, Delta's target file size, change data feed off.
+    `properties` adds any other Delta table property (`delta.*`), verbatim.
+    """
+
+    deletion_vectors: bool | None = None
+    cluster_by_key: bool | None = None
+    optimize_write: bool | None = None
+    target_file_size: str | None = None  # e.g. "128mb"
+    change_data_feed: bool | None = None
+    properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if self.target_file_size is not None and not _FILE_SIZE.match(self.target_file_size):
+            raise ValueError(f"target_file_size {self.target_file_size!r} is not a size like 128mb")
+        for key in self.properties:
+            if not re.match(r"^delta\.[A-Za-z0-9_.]+$", key):
+                raise ValueError(f"properties: {key!r} is not a Delta table property (delta.<name>)")
+
+    def over(self, base: TableLayout) -> TableLayout:
+        """This layout with every key it leaves out taken from `base`."""
+        return TableLayout(
+            deletion_vectors=_given(self.deletion_vectors, base.deletion_vectors),
+            cluster_by_key=_given(self.cluster_by_key, base.cluster_by_key),
+            optimize_write=_given(self.optimize_write, base.optimize_write),
+            target_file_size=_given(self.target_file_size, base.target_file_size),
+            change_data_feed=_given(self.change_data_feed, base.change_data_feed),
+            properties=MappingProxyType({**base.properties, **self.properties}),
+        )
+
+
+def _given(value: _T | None, default: _T | None) -> _T | None:
+    return default if value is None else value
+
+
+DEFAULT_LAYOUT = TableLayout(deletion_vectors=True, cluster_by_key=True, optimize_write=True, change_data_feed=False)
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """The Delta warehouse: one table per upstream table at `<warehouse>/<db>/<table>`."""
@@ -161,9 +208,11 @@ class TargetConfig:
     database_prefix: str = ""
     metastore_uri: str | None = None
     metastore_dir: str | None = None
+    layout: TableLayout = field(default_factory=TableLayout)
+    table_layouts: Mapping[str, TableLayout] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        for pattern in self.tables:
+        for pattern in (*self.tables, *self.table_layouts):
             if not _TABLE_PATTERN.match(pattern):
                 raise ValueError(f"tables: {pattern!r} is not a `db.table` pattern (wildcards * ? allowed)")
         self._check_catalog_settings()
@@ -175,6 +224,17 @@ class TargetConfig:
             raise ValueError(f"database_prefix {self.database_prefix!r} must match {_DATABASE_PREFIX.pattern}")
         if self.metastore_uri is not None and not _METASTORE_URI.match(self.metastore_uri):
             raise ValueError(f"metastore_uri {self.metastore_uri!r} must be thrift://host:port[,thrift://...]")
+
+    def layout_of(self, database: str, table: str) -> TableLayout:
+        """The table's layout: the first `table_layouts` pattern that matches it, over `layout`, over
+        the defaults."""
+        import fnmatch
+
+        job = self.layout.over(DEFAULT_LAYOUT)
+        for pattern, layout in self.table_layouts.items():
+            if fnmatch.fnmatchcase(f"{database}.{table}", pattern):
+                return layout.over(job)
+        return job
 
 
 @dataclass(frozen=True)

@@ -77,26 +77,90 @@ def table_version(spark: SparkSession, path: str) -> int:
 
 def file_count(spark: SparkSession, path: str) -> int:
     """Data files in the latest version: from the log's checksum, with no Spark job (DESCRIBE DETAIL runs one)."""
-    return int(_snapshot(spark, path).numOfFiles())
+    snapshot = _snapshot(spark, path)
+    checksum = snapshot.checksumOpt()  # `numOfFiles()` alone computes the whole state: three Spark jobs
+    return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
+
+
+def table_configuration(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table's properties (`delta.*` and ours), from its log's metadata, with no Spark job."""
+    conf = _snapshot(spark, path).metadata().configuration()
+    keys = conf.keySet().toList()
+    return {str(keys.apply(i)): str(conf.apply(keys.apply(i))) for i in range(keys.size())}
 
 
 def recorded_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The last transaction version recorded for `app_id` in the table's log, or None if never."""
     if not is_delta_table(spark, path):
         return None
-    recorded = _snapshot(spark, path).transactions().get(app_id)
-    return int(recorded.get()) if recorded.isDefined() else None
+    return _recorded_txns(_snapshot(spark, path)).get(app_id)
+
+
+def _recorded_txns(snapshot: Any) -> dict[str, int]:
+    """App id -> transaction version, from the version's checksum file when it holds them (Delta writes
+    them there): `Snapshot.transactions()` rebuilds the whole table state with three Spark jobs instead,
+    seconds per table even on a tiny one."""
+    checksum = snapshot.checksumOpt()  # `setTransactionsIfKnown()` runs the three jobs too
+    known = checksum.get().setTransactions() if checksum.isDefined() else None
+    if known is not None and known.isDefined():
+        txns = known.get()
+        return {str(t.appId()): int(t.version()) for t in (txns.apply(i) for i in range(txns.size()))}
+    recorded = snapshot.transactions()
+    return {str(k): int(recorded.apply(k)) for k in (recorded.keySet().toList().apply(i) for i in range(recorded.size()))}
 
 
 def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | None:
-    """The newest commit's userMetadata, with the app id's recorded transaction version."""
-    from delta.tables import DeltaTable
-
+    """The newest data commit's userMetadata (one that records a `resolved_ts`: layout and maintenance
+    commits in between are passed over), with the app id's recorded transaction version."""
     if not is_delta_table(spark, path):
         return None
-    (row,) = DeltaTable.forPath(spark, path).history(1).select("version", "userMetadata").collect()
-    metadata = json.loads(row["userMetadata"]) if row["userMetadata"] else None
-    return DeltaCommit(int(row["version"]), recorded_txn_version(spark, path, app_id), metadata)
+    snapshot = _snapshot(spark, path)
+    latest = int(snapshot.version())
+    found: tuple[int, Any] | None = None
+    for version in range(latest, max(-1, latest - 50), -1):
+        text = commit_user_metadata(spark, path, version)
+        metadata = _json_object(text)
+        if found is None:
+            found = (version, metadata)
+        if metadata is not None and "resolved_ts" in metadata:
+            found = (version, metadata)
+            break
+    assert found is not None
+    return DeltaCommit(found[0], _recorded_txns(snapshot).get(app_id), found[1])
+
+
+def _json_object(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def commit_user_metadata(spark: SparkSession, path: str, version: int) -> str | None:
+    """The userMetadata of one commit, read from its log file on the driver (`DeltaTable.history()` runs
+    a Spark job per call: a second a table). None when the commit has none or its file was cleaned up."""
+    info = read_commit_info(spark, path, version)
+    metadata = (info or {}).get("userMetadata")
+    return metadata if isinstance(metadata, str) else None
+
+
+def read_commit_info(spark: SparkSession, path: str, version: int) -> dict[str, Any] | None:
+    """The commitInfo action of one commit (timestamp, operation, userMetadata, ...), or None."""
+    from tidelake import fs
+
+    log_file = fs.join(path, "_delta_log", f"{version:020d}.json")
+    try:
+        text = fs.read_text(spark, log_file)
+    except Exception:  # py4j wraps FileNotFoundException: a cleaned-up commit has no metadata left
+        return None
+    for line in text.splitlines():
+        if '"commitInfo"' in line:
+            info = json.loads(line).get("commitInfo")
+            return info if isinstance(info, dict) else None
+    return None
 
 
 def merge_with_txn(

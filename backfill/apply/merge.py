@@ -11,9 +11,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.collapse import COPIES, expand_copies
+from backfill.apply.layout import KEY_COLUMNS_PROPERTY, clustering_columns, table_properties
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta
+from tidelake.config import TableLayout
 from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
 from tidelake.faults import fault_stage
 from tidelake.sqlident import quote_ident as quote
@@ -33,21 +35,35 @@ def delta_ddl(schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE) -
 
 
 def create_table(
-    spark: SparkSession, path: str, schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE
+    spark: SparkSession,
+    path: str,
+    schema: TableSchema,
+    identity: RowIdentity = RowIdentity.HANDLE,
+    layout: TableLayout | None = None,
 ) -> bool:
-    """Create the empty Delta table if it does not exist yet; True if it was created."""
+    """Create the empty Delta table if it does not exist yet (with `layout`'s properties and clustering);
+    True if it was created."""
     if delta.is_delta_table(spark, path):
         return False
     from delta.tables import DeltaTable
 
+    columns = spark.createDataFrame([], delta_ddl(schema, identity)).schema
+    builder = (
+        DeltaTable.createIfNotExists(spark)
+        .location(path)
+        .addColumns(columns)
+        .property(TABLE_ID_PROPERTY, str(schema.table_id))
+    )
+    if identity.columns(schema):  # what `backfill maintain` Z-orders an unclustered table by
+        builder = builder.property(KEY_COLUMNS_PROPERTY, json.dumps(list(identity.columns(schema))))
+    if layout is not None:
+        for key, value in table_properties(layout).items():
+            builder = builder.property(key, value)
+        clustering = clustering_columns(schema, columns, layout)
+        if clustering:
+            builder = builder.clusterBy(*clustering)
     with delta.commit_info(spark, {"step": "create", "table_id": schema.table_id}):
-        (
-            DeltaTable.createIfNotExists(spark)
-            .location(path)
-            .addColumns(spark.createDataFrame([], delta_ddl(schema, identity)).schema)
-            .property(TABLE_ID_PROPERTY, str(schema.table_id))
-            .execute()
-        )
+        builder.execute()
     return True
 
 
@@ -62,10 +78,13 @@ def merge_changes(
     metadata: Mapping[str, Any],
     puts_only: bool = False,
     identity: RowIdentity = RowIdentity.HANDLE,
+    key_bounds: tuple[Any, Any] | None = None,
 ) -> bool:
     """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
+    `key_bounds` (min, max of the changes' leading key column, `key_bounds()`) go into the condition as
+    a target-only range, so Delta skips the files whose key statistics lie outside it.
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
@@ -74,7 +93,7 @@ def merge_changes(
         return _merge_multiset(
             spark, path, schema, changes, app_id=app_id, txn_version=txn_version, metadata=metadata
         )
-    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys) + key_range_condition(keys[0], key_bounds)
     columns = {quote(name): f"s.{quote(name)}" for name in (*schema.output_names, COMMIT_TS)}
     newer = f"s.{quote(COMMIT_TS)} >= t.{quote(COMMIT_TS)}"
 
@@ -98,6 +117,51 @@ def merge_changes(
         )
         return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
     return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+
+
+# Leading key types whose bounds are written as SQL literals exactly (no time zone, no float rounding).
+PRUNABLE_KEY_TYPES = ("byte", "short", "integer", "long", "decimal", "string", "date")
+
+
+def key_range_columns(changes: DataFrame, keys: tuple[str, ...]) -> str | None:
+    """The leading key column whose bounds can prune a MERGE of `changes`, or None."""
+    if not keys:
+        return None
+    kind = changes.schema[keys[0]].dataType.typeName()
+    return keys[0] if kind.startswith(PRUNABLE_KEY_TYPES) else None
+
+
+def key_bound_aggregates(column: str) -> list[Any]:
+    """min and max of the key column (NULL keys ignored), for the job that materializes the changes."""
+    from pyspark.sql import functions as F
+
+    return [F.min(F.col(quote(column))).alias("_key_lo"), F.max(F.col(quote(column))).alias("_key_hi")]
+
+
+def key_range_condition(column: str, bounds: tuple[Any, Any] | None) -> str:
+    """` AND t.k BETWEEN lo AND hi`, or nothing. Exact: every pair that `t.k = s.k` matches has its key
+    within the bounds of the source's keys (a NULL key matches nothing either way)."""
+    if bounds is None or bounds[0] is None or bounds[1] is None:
+        return ""
+    lo, hi = (_sql_literal(b) for b in bounds)
+    if lo is None or hi is None:
+        return ""
+    return f" AND t.{quote(column)} >= {lo} AND t.{quote(column)} <= {hi}"
+
+
+def _sql_literal(value: Any) -> str | None:
+    import datetime
+    from decimal import Decimal
+
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | Decimal):
+        return f"{value:f}BD" if isinstance(value, Decimal) else str(value)
+    if isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
+        return f"DATE'{value.isoformat()}'"
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return None
 
 
 def _merge_multiset(

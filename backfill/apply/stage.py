@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.ddl import apply_ddl_step
-from backfill.apply.merge import create_table, has_no_rows, merge_changes
+from backfill.apply.layout import apply_properties
+from backfill.apply.merge import (
+    create_table,
+    has_no_rows,
+    key_bound_aggregates,
+    key_range_columns,
+    merge_changes,
+)
 from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
 from backfill.tables import RowIdentity, TrackedTable
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from backfill.codec import TableSchema
+    from tidelake.config import TableLayout, TargetConfig
 
 PARALLEL_JOBS = 4  # Spark jobs submitted at once in the decode and merge stages
 
@@ -39,6 +47,10 @@ class ApplyTarget:
     warehouse: str
     app_id: str
     catalog: CatalogTarget | None = None  # where tables are registered by name (None: not at all)
+    layouts: TargetConfig | None = None  # table layouts (`[target]`); None: Delta's defaults
+
+    def layout(self, database: str | None, table: str) -> TableLayout | None:
+        return None if self.layouts is None else self.layouts.layout_of(database or "", table)
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,16 @@ class SegmentRows:
 
     rows: DataFrame
     puts_only: bool
+    key_column: str | None = None  # the leading key column whose bounds prune the MERGE
+    key_bounds: tuple[Any, Any] | None = None
+
+    def materialize(self) -> SegmentRows:
+        """Run the one job that computes (and caches) the rows; it also finds the key bounds."""
+        if self.key_column is None:
+            self.rows.count()
+            return self
+        (bounds,) = self.rows.agg(*key_bound_aggregates(self.key_column)).collect()
+        return replace(self, key_bounds=(bounds["_key_lo"], bounds["_key_hi"]))
 
 
 def apply_window(
@@ -93,12 +115,12 @@ def materialize(
                 _check_keys_exist(spark, path, version.schema, window.identity(index))
             puts_only = seg == 0 and bool(counts.get((index, seg, "PUT"))) and has_no_rows(spark, path)
             frame = changes.rows(index, seg, puts_only=puts_only).persist()
-            found[(index, seg)] = SegmentRows(frame, puts_only)
+            keys = window.identity(index).columns(version.schema)
+            key_column = None if puts_only else key_range_columns(frame, keys)
+            found[(index, seg)] = SegmentRows(frame, puts_only, key_column)
     # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
     with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
-        for _ in pool.map(lambda s: s.rows.count(), found.values()):
-            pass
-    return found
+        return dict(zip(found, pool.map(SegmentRows.materialize, found.values()), strict=True))
 
 
 def _check_keys_exist(spark: SparkSession, path: str, schema: TableSchema, identity: RowIdentity) -> None:
@@ -187,7 +209,9 @@ def _apply_table(
             upserts = counts.get((index, seg, "PUT"), 0)
             deletes = counts.get((index, seg, "DELETE"), 0)
             path = conventions.table_path(target.warehouse, schema.schema_name, schema.name)
-            create_table(spark, path, schema, window.identity(index))
+            layout = target.layout(schema.schema_name, schema.name)
+            if not create_table(spark, path, schema, window.identity(index), layout) and layout is not None:
+                apply_properties(spark, path, layout, app_id=target.app_id, metadata={"table": table.label})
             merge_version = resolved_ts if seg_end is None or seg_end > resolved_ts else seg_end - 1
             metadata = _metadata(window, floor, merge_version, "merge", upserts, deletes)
             if (index, seg) in segments:
@@ -202,6 +226,7 @@ def _apply_table(
                     metadata=metadata,
                     puts_only=segment.puts_only,
                     identity=window.identity(index),
+                    key_bounds=segment.key_bounds,
                 ):
                     outcome.upserted += upserts
                     outcome.deleted += deletes
