@@ -182,7 +182,7 @@ def test_table_info_field_missing_or_wrong_type(spark, kv, tmp_path, capsys, fie
         tables.write_text("".join(json.dumps(d) + "\n" for d in docs))
 
     root = _damaged_capture(kv, tmp_path, damage)
-    _judge(spark, capsys, "table info field", root, kv[1], kv[2], tmp_path, ("s2",))
+    _judge(spark, capsys, "table info field", root, kv[1], kv[2], tmp_path, ("app.users",))
 
 
 def _rewrite_events(scan: Path, change: Callable[[list[dict]], None]) -> None:

@@ -148,6 +148,15 @@ def match_key_range(events: pa.Table) -> pa.Table:
     fresh = pc.fill_null(pc.greater(events.column("commit_ts"), events.column("scan_checkpoint_ts")), False)
     committed = events.filter(pc.and_(is_committed, fresh))
     parts = [_change_rows(committed, committed.column("op_type"), committed.column("value"))]
+    backwards = pc.fill_null(pc.less_equal(committed.column("commit_ts"), committed.column("start_ts")), False)
+    if pc.any(backwards).as_py():
+        bad = committed.filter(backwards).slice(0, 1).to_pylist()[0]
+        message = (
+            f"scan {bad['scan_id']}: region {bad['region_id']}, seq {bad['seq']}, key {(bad['key'] or b'').hex()}, "
+            f"start_ts {bad['start_ts']}, commit_ts {bad['commit_ts']}: commit_ts {bad['commit_ts']} is not after "
+            f"its start_ts {bad['start_ts']}"
+        )
+        parts.append(_single_row("error", bad["scan_id"], bad["region_id"], message=message))
     streams = events.filter(pc.invert(is_committed))
     if streams.num_rows:
         order = [("scan_id", "ascending"), ("region_id", "ascending"), ("seq", "ascending")]
