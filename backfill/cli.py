@@ -73,7 +73,9 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
 @app.command(epilog="Example: `backfill snapshot --latest --sql | spark-sql` (README: Tables by name)")
 def snapshot(
     config: ConfigOption = None,
-    at: Annotated[int | None, typer.Option("--at", help="The resolved ts (TSO) every table must stand at.")] = None,
+    at: Annotated[
+        int | None, typer.Option("--at", help="The resolved ts (TSO) every table must stand at.")
+    ] = None,
     latest: Annotated[
         bool, typer.Option("--latest", help="The newest resolved ts every table of the job stood at.")
     ] = False,
@@ -107,7 +109,8 @@ def maintain(
     config: ConfigOption = None,
     as_json: JsonOption = False,
     table: Annotated[
-        list[str] | None, typer.Option("--table", help="db.table pattern (wildcards; repeat). Default: [target] tables.")
+        list[str] | None,
+        typer.Option("--table", help="db.table pattern (wildcards; repeat). Default: [target] tables."),
     ] = None,
     retention_hours: Annotated[
         float, typer.Option("--retention-hours", help="VACUUM retention; never under Delta's 168 h check.")

@@ -106,7 +106,9 @@ def maintain(
     for db, name, _ in book.existing():
         label = f"{db}.{name}"
         if any(fnmatch.fnmatchcase(label, p) for p in wanted):
-            results.append(maintain_table(spark, book.path(db, name), label, config.job.app_id, retention_hours))
+            results.append(
+                maintain_table(spark, book.path(db, name), label, config.job.app_id, retention_hours)
+            )
     return MaintainResult(results, time.monotonic() - started)
 
 
@@ -133,7 +135,9 @@ def maintain_table(
     return out
 
 
-def vacuum_retention_hours(spark: SparkSession, path: str, retention_hours: float, now: float | None = None) -> float:
+def vacuum_retention_hours(
+    spark: SparkSession, path: str, retention_hours: float, now: float | None = None
+) -> float:
     """The retention that keeps every file the newest recorded checkpoint still reads (module docstring)."""
     now = time.time() if now is None else now
     checkpoint_ms = _newest_checkpoint_ms(spark, path)
@@ -181,7 +185,9 @@ def _metrics(frame: Any) -> dict[str, Any]:
     return {"files_added": metrics["numFilesAdded"], "files_removed": metrics["numFilesRemoved"]}
 
 
-def _retried(spark: SparkSession, app_id: str, operation: str, step: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+def _retried(
+    spark: SparkSession, app_id: str, operation: str, step: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
     """Run one step as a commit tagged with our app id, again after a concurrent-commit conflict."""
     tag = json.dumps({"app_id": app_id, "step": "maintain", "operation": operation}, sort_keys=True)
     for attempt in range(1, ATTEMPTS + 1):

@@ -81,7 +81,9 @@ def build_base(spark: Any, path: Path, rows: int, schema: Any) -> None:
 def changes_for(spark: Any, rows: int, share: float, ts: int) -> Any:
     """`share * rows` changes: 80% updates spread over the keys, 15% inserts past the end, 5% deletes."""
     n = max(1, int(rows * share))
-    updates = spark.range(int(n * 0.8)).selectExpr(f"(id * 7919 * {max(1, rows // max(1, n))}) % {rows} AS id")
+    updates = spark.range(int(n * 0.8)).selectExpr(
+        f"(id * 7919 * {max(1, rows // max(1, n))}) % {rows} AS id"
+    )
     inserts = spark.range(rows, rows + int(n * 0.15))
     deletes = spark.range(int(n * 0.05)).selectExpr(f"(id * 104729 + 13) % {rows} AS id")
     put = lambda f: f.selectExpr("id", *VALUES.format(v=2).split(",\n  "), "'PUT' AS _tidb_op")  # noqa: E731
@@ -114,14 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     from tidelake.config import SparkConfig, TargetConfig
     from tidelake.spark import build_session
 
-    spark = build_session("tidelake-bench", SparkConfig(master="local[2]", shuffle_partitions=8, driver_memory="4g"))
+    spark = build_session(
+        "tidelake-bench", SparkConfig(master="local[2]", shuffle_partitions=8, driver_memory="4g")
+    )
     schema = table_schema()
     data = args.data.resolve() / str(args.rows)
     base = data / "base" / "bench" / "orders"
     began = time.perf_counter()
     build_base(spark, base, args.rows, schema)
     table_bytes = int(spark.sql(f"DESCRIBE DETAIL delta.`{base}`").first()["sizeInBytes"])
-    print(f"table: {args.rows:,} rows, {table_bytes / 1e6:.0f} MB (built or reused in {time.perf_counter() - began:.0f}s)")
+    print(
+        f"table: {args.rows:,} rows, {table_bytes / 1e6:.0f} MB (built or reused in {time.perf_counter() - began:.0f}s)"
+    )
     for number, share in enumerate(WINDOWS, 1):
         ts = 1000 + number
         changes = changes_for(spark, args.rows, share, ts).persist()
@@ -136,7 +142,13 @@ def main(argv: list[str] | None = None) -> int:
             if who == "ours":
                 window = Window(1, ts, (TrackedTable((SchemaVersion(0, schema),), 0),), (1,))
                 typed = TypedRowChanges(window, {(0, 0): changes})
-                apply_window(spark, ApplyTarget(str(wh), APP, layouts=TargetConfig(str(wh))), window, typed, StageClock())
+                apply_window(
+                    spark,
+                    ApplyTarget(str(wh), APP, layouts=TargetConfig(str(wh))),
+                    window,
+                    typed,
+                    StageClock(),
+                )
             else:
                 source = changes.drop("_tidb_line")
                 cols = {c: f"s.`{c}`" for c in source.columns if c != "_tidb_op"}

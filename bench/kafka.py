@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = [0]
         started = time.perf_counter()
         sent = publish(
-            counted(changefeed_messages(sim, feed), rows, args.protocol), bootstrap, partitions=args.partitions
+            counted(changefeed_messages(sim, feed), rows, args.protocol),
+            bootstrap,
+            partitions=args.partitions,
         )
         print(
             f"published {sum(sent.values()):,} messages, {rows[0]:,} row events in {time.perf_counter() - started:.1f}s"

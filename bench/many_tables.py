@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     first_end = load_index(sim)[0]["resolved_ts"]
 
     took, jobs, first = timed(spark, lambda: run_backfill(spark, config, until_ts=first_end))
-    print(f"first load:  {took:6.1f}s  {took / args.tables:6.3f}s/table  {jobs / args.tables:5.1f} jobs/table")
+    print(
+        f"first load:  {took:6.1f}s  {took / args.tables:6.3f}s/table  {jobs / args.tables:5.1f} jobs/table"
+    )
     took, jobs, result = timed(spark, lambda: run_backfill(spark, config))
     changes = sum(t.upserted + t.deleted for t in result.tables)
     stages = ", ".join(f"{k} {v:.1f}s" for k, v in result.stage_seconds.items())

@@ -64,7 +64,9 @@ def choose_version(history: Sequence[VersionTs], at_ts: int | None, *, exact: bo
     raise InputError(f"no Delta version has resolved ts {at_ts} (the newest recorded: {shown})")
 
 
-def version_history(spark: SparkSession, path: str, app_id: str, *, latest_only: bool = False) -> list[VersionTs]:
+def version_history(
+    spark: SparkSession, path: str, app_id: str, *, latest_only: bool = False
+) -> list[VersionTs]:
     """The versions of the Delta table at `path` with the resolved ts each stands for, oldest first;
     `latest_only`: just the newest commits back to the first that records a resolved ts (no Spark job)."""
     history = resolved_history(_latest_commits(spark, path) if latest_only else _all_commits(spark, path))

@@ -26,7 +26,9 @@ class RunOptions(ReconcileConfig):
     def from_config(cls, config: ReconcileConfig, **flags: Any) -> RunOptions:
         """Config values, then every flag that was given (None means not given)."""
         base = cls(**{f.name: getattr(config, f.name) for f in fields(ReconcileConfig)})
-        given: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in flags.items() if v is not None}
+        given: dict[str, Any] = {
+            k: (tuple(v) if isinstance(v, list) else v) for k, v in flags.items() if v is not None
+        }
         return replace(base, **given)
 
 

@@ -70,7 +70,9 @@ def repair(
     source = fault_stage(source, "repair.write")
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
-    values: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns}
+    values: dict[str, str | SparkColumn] = {
+        delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns
+    }
     if commit_col is not None:
         values[commit_col] = F.lit(stamp).cast("bigint")
     on = reduce(

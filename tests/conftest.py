@@ -70,3 +70,22 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
     yield broker
     broker.stop()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--drill",
+        action="store_true",
+        help="also run the reliability drill (tests/faults: real subprocesses killed at named points)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The drill runs a JVM per backfill and takes longer than the rest of the suite together: it runs on
+    `--drill` (README), not in the default command that CI runs."""
+    if config.getoption("--drill"):
+        return
+    skip = pytest.mark.skip(reason="the reliability drill runs with --drill (README: The reliability drill)")
+    for item in items:
+        if item.get_closest_marker("drill"):
+            item.add_marker(skip)

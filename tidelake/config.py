@@ -55,7 +55,9 @@ class KafkaSourceConfig:
     bootstrap_servers: str
     topic: str | None = None
     topic_pattern: str | None = None  # a Java regex; the matching topics are read together
-    protocol: Literal["open-protocol", "canal-json"] = "open-protocol"  # canal-json: with enable-tidb-extension
+    protocol: Literal["open-protocol", "canal-json"] = (
+        "open-protocol"  # canal-json: with enable-tidb-extension
+    )
     # The changefeed's `large-message-handle-compression`: row and DDL values are compressed with it.
     compression: Literal["none", "snappy", "lz4"] = "none"
     time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it
@@ -191,7 +193,9 @@ def _given(value: _T | None, default: _T | None) -> _T | None:
     return default if value is None else value
 
 
-DEFAULT_LAYOUT = TableLayout(deletion_vectors=True, cluster_by_key=True, optimize_write=True, change_data_feed=False)
+DEFAULT_LAYOUT = TableLayout(
+    deletion_vectors=True, cluster_by_key=True, optimize_write=True, change_data_feed=False
+)
 
 
 @dataclass(frozen=True)
@@ -221,9 +225,13 @@ class TargetConfig:
         if not _CATALOG_NAME.match(self.catalog):
             raise ValueError(f"catalog {self.catalog!r} must match {_CATALOG_NAME.pattern}")
         if not _DATABASE_PREFIX.match(self.database_prefix):
-            raise ValueError(f"database_prefix {self.database_prefix!r} must match {_DATABASE_PREFIX.pattern}")
+            raise ValueError(
+                f"database_prefix {self.database_prefix!r} must match {_DATABASE_PREFIX.pattern}"
+            )
         if self.metastore_uri is not None and not _METASTORE_URI.match(self.metastore_uri):
-            raise ValueError(f"metastore_uri {self.metastore_uri!r} must be thrift://host:port[,thrift://...]")
+            raise ValueError(
+                f"metastore_uri {self.metastore_uri!r} must be thrift://host:port[,thrift://...]"
+            )
 
     def layout_of(self, database: str, table: str) -> TableLayout:
         """The table's layout: the first `table_layouts` pattern that matches it, over `layout`, over

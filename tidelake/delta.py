@@ -106,7 +106,10 @@ def _recorded_txns(snapshot: Any) -> dict[str, int]:
         txns = known.get()
         return {str(t.appId()): int(t.version()) for t in (txns.apply(i) for i in range(txns.size()))}
     recorded = snapshot.transactions()
-    return {str(k): int(recorded.apply(k)) for k in (recorded.keySet().toList().apply(i) for i in range(recorded.size()))}
+    return {
+        str(k): int(recorded.apply(k))
+        for k in (recorded.keySet().toList().apply(i) for i in range(recorded.size()))
+    }
 
 
 def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | None:

@@ -25,7 +25,18 @@ KEY_COLUMNS_PROPERTY = "tidelake.key_columns"  # the merge key, a JSON list (for
 TARGET_FILE_SIZE_PROPERTY = "tidelake.target_file_size"  # bytes; OPTIMIZE's max file size in maintain
 MAX_CLUSTERING_COLUMNS = 4  # Delta's limit
 # Types Delta collects min/max statistics for, which clustering needs (not binary, boolean, complex).
-_CLUSTERABLE = ("byte", "short", "integer", "long", "float", "double", "decimal", "string", "date", "timestamp")
+_CLUSTERABLE = (
+    "byte",
+    "short",
+    "integer",
+    "long",
+    "float",
+    "double",
+    "decimal",
+    "string",
+    "date",
+    "timestamp",
+)
 
 
 def table_properties(layout: TableLayout) -> dict[str, str]:

@@ -266,9 +266,7 @@ class DdlRunner:
             return None
         d = rng.choice(cands)
         q = d.qualified
-        base = _JobIdentity(
-            id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id
-        )
+        base = _JobIdentity(id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id)
         non_pk = [c for c in d.public if not c.pk]
 
         if kind == "drop_table":

@@ -67,7 +67,12 @@ class Engine:
             w.db_ids[db] = w.ids.take()[0]
             if w.changes is not None:  # created just before the first TSO the tables get
                 w.changes.ddl(
-                    compose_ts(w.tso.physical_ms - 1, i + 1), db, "", f"CREATE DATABASE {quote_ident(db)}", 1, None
+                    compose_ts(w.tso.physical_ms - 1, i + 1),
+                    db,
+                    "",
+                    f"CREATE DATABASE {quote_ident(db)}",
+                    1,
+                    None,
                 )
         for i in range(self.cfg.tables):
             tmpl = TEMPLATES[i % len(TEMPLATES)]

@@ -125,7 +125,9 @@ class _Producer:
             if self.pending[p]:
                 yield self._flush_one(p)
 
-    def broadcast(self, key: bytes, value: bytes, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
+    def broadcast(
+        self, key: bytes, value: bytes, partitions: Iterable[int] | None = None
+    ) -> Iterator[KafkaMessage]:
         yield from self.flush()
         for p in range(self.feed.partitions) if partitions is None else partitions:
             yield KafkaMessage(self.feed.topic, p, frame([key], version=True), frame([value], version=False))
@@ -137,7 +139,9 @@ class _CanalProducer(_Producer):
     def add(self, partition: int, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
         yield KafkaMessage(self.feed.topic, partition, key, value)
 
-    def broadcast(self, key: bytes, value: bytes, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
+    def broadcast(
+        self, key: bytes, value: bytes, partitions: Iterable[int] | None = None
+    ) -> Iterator[KafkaMessage]:
         for p in range(self.feed.partitions) if partitions is None else partitions:
             yield KafkaMessage(self.feed.topic, p, key, value)
 
@@ -164,7 +168,9 @@ def canal_ddl_value(commit_ts: int, db: str, table: str, query: str) -> bytes:
 
 def canal_watermark_value(ts: int) -> bytes:
     """A canal-json ``TIDB_WATERMARK`` message (``newJSONMessageForResolvedTs``)."""
-    return (_canal_head("", "", "TIDB_WATERMARK", False, ts >> 18, "") + f',"_tidb":{{"watermarkTs":{ts}}}}}').encode()
+    return (
+        _canal_head("", "", "TIDB_WATERMARK", False, ts >> 18, "") + f',"_tidb":{{"watermarkTs":{ts}}}}}'
+    ).encode()
 
 
 def _index(out: Path) -> list[dict[str, Any]]:
@@ -254,7 +260,9 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
         if canal:
             encoder = encoders.get(skey)
             if encoder is None:
-                encoder = encoders[skey] = CanalJsonEncoder(schema, db, terminator="", time_zone=feed.time_zone)
+                encoder = encoders[skey] = CanalJsonEncoder(
+                    schema, db, terminator="", time_zone=feed.time_zone
+                )
             key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
         else:
             key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)

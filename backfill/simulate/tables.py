@@ -150,7 +150,9 @@ class Partitioning:
         }
 
     def sql(self) -> str:
-        parts = ", ".join(f"PARTITION {quote_ident(d.name)} VALUES LESS THAN ({d.less_than})" for d in self.defs)
+        parts = ", ".join(
+            f"PARTITION {quote_ident(d.name)} VALUES LESS THAN ({d.less_than})" for d in self.defs
+        )
         return f"PARTITION BY RANGE ({quote_ident(self.column)}) ({parts})"
 
 

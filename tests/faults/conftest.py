@@ -86,7 +86,9 @@ class Prepared:
             config = self.workload.config
             run_backfill(self.spark, load_config(config(self.root, source, reference)))
             run_backfill(
-                self.spark, load_config(config(self.root, source, start)), until_ts=self.workload.first_resolved_ts
+                self.spark,
+                load_config(config(self.root, source, start)),
+                until_ts=self.workload.first_resolved_ts,
             )
             assert untagged_commits(reference, APP_ID) == []
             self.done[source] = (start, table_rows(self.spark, reference))

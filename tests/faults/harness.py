@@ -39,7 +39,9 @@ def assert_no_secret(*outputs: str) -> None:
     from tests.faults.conftest import SECRET
 
     for output in outputs:
-        assert SECRET not in output, f"the secret leaked: ...{output[max(0, output.find(SECRET) - 200):][:400]}"
+        assert SECRET not in output, (
+            f"the secret leaked: ...{output[max(0, output.find(SECRET) - 200) :][:400]}"
+        )
 
 
 def command(tool: str, *args: str) -> list[str]:
@@ -95,7 +97,9 @@ def delta_tables(warehouse: Path) -> list[Path]:
     """Every Delta table folder `<warehouse>/<db>/<table>`."""
     if not warehouse.is_dir():
         return []
-    return sorted(t for db in warehouse.iterdir() if db.is_dir() for t in db.iterdir() if (t / "_delta_log").is_dir())
+    return sorted(
+        t for db in warehouse.iterdir() if db.is_dir() for t in db.iterdir() if (t / "_delta_log").is_dir()
+    )
 
 
 def untagged_commits(warehouse: Path, app_id: str) -> list[str]:
@@ -124,4 +128,3 @@ def table_rows(spark, warehouse: Path, drop: tuple[str, ...] = ()) -> dict[str, 
         )
         for t in delta_tables(warehouse)
     }
-

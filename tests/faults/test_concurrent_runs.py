@@ -15,7 +15,7 @@ from backfill.cli import main as backfill_main
 from tests.faults.conftest import APP_ID
 from tests.faults.harness import REPO, assert_no_secret, command, environment, table_rows, untagged_commits
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]
 
 EXIT_CONCURRENT = 3
 
@@ -30,7 +30,9 @@ def test_two_runs_of_one_job_at_once_end_as_one_run(
     conf = workload.config(tmp_path, "kv-scan", warehouse)
     argv = command("backfill", "run", "--config", str(conf), "--json", "--quiet")
     runs = [
-        subprocess.Popen(argv, env=environment(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            argv, env=environment(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     outcomes = []

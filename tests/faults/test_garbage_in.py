@@ -26,7 +26,7 @@ from tests.captures import Capture, users_table
 from tests.faults.harness import table_rows
 from tests.storage_sink import SinkFolder, canal_line, csv_line
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]
 
 SEED = 17
 USERS, OTHER = users_table(100, "users"), users_table(200, "other")
@@ -234,7 +234,10 @@ def test_captures_listed_out_of_order_are_chained_by_ts(spark, kv, tmp_path, cap
 
 # ------------------------------------------------------------------------------- TiCDC storage sink
 
-STORAGE_LINES = {"csv": '[source.storage]\nprotocol = "csv"\n', "canal-json": '[source.storage]\nprotocol = "canal-json"\n'}
+STORAGE_LINES = {
+    "csv": '[source.storage]\nprotocol = "csv"\n',
+    "canal-json": '[source.storage]\nprotocol = "canal-json"\n',
+}
 SOURCE_KIND = 'kind = "ticdc-storage"\n'
 
 
@@ -280,7 +283,9 @@ def test_storage_file_cut_mid_line(spark, sink, tmp_path, capsys, cut: int) -> N
         at += 1
     damaged.write_bytes(data[:at])
     lines = SOURCE_KIND + STORAGE_LINES[protocol]
-    _judge(spark, capsys, f"{protocol} cut mid-line", root, start, reference, tmp_path, (damaged.name,), lines)
+    _judge(
+        spark, capsys, f"{protocol} cut mid-line", root, start, reference, tmp_path, (damaged.name,), lines
+    )
 
 
 @pytest.fixture(scope="module", autouse=True)

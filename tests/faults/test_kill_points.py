@@ -21,7 +21,7 @@ from tests.faults.conftest import APP_ID, Workload
 from tests.faults.harness import assert_no_secret, delta_tables, kill_at, table_rows, untagged_commits
 from tidelake import delta
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]
 
 # (source, point): every point on kv-scan; on the storage sources the points whose code differs per
 # source (the MERGE of its rows, its DDL barriers); planning is the sources' own code, so every source.
@@ -92,7 +92,9 @@ def test_reconcile_repair_killed_while_writing_then_rerun_repairs_once(
     )  # fmt: skip
     damaged_rows = table_rows(spark, warehouse)
 
-    kill_at("repair.write", "reconcile", "run", "--repair", "--config", str(conf), "--quiet", workdir=tmp_path)
+    kill_at(
+        "repair.write", "reconcile", "run", "--repair", "--config", str(conf), "--quiet", workdir=tmp_path
+    )
     assert table_rows(spark, warehouse) == damaged_rows, "a killed repair changed the table"
 
     assert reconcile_main(["run", "--repair", "--config", str(conf), "--json", "--quiet"]) == 0

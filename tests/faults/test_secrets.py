@@ -14,7 +14,7 @@ from reconcile.cli import main as reconcile_main
 from tests.faults.conftest import SECRET, SECRET_ENV
 from tests.faults.harness import assert_no_secret
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.drill]
 
 
 def closed_port() -> int:
@@ -54,7 +54,7 @@ def test_reconcile_that_cannot_connect_shows_no_password_anywhere(spark, tmp_pat
 @pytest.mark.parametrize(
     "extra",
     [
-        'unknown_key = 1\n',  # an error in the same table as the password
+        "unknown_key = 1\n",  # an error in the same table as the password
         '[spark]\ndriver_memory = "lots"\n',  # an error elsewhere
     ],
 )

@@ -251,7 +251,9 @@ def test_canal_json_topic_builds_the_same_tables_as_kv_scan(spark, kafka_broker,
     topic = f"canal-{next(_topics)}"
     feed = Changefeed(topic=topic, protocol="canal-json", dispatcher="index-value", partitions=3, restarts=2)
     publish(changefeed_messages(sim, feed), kafka_broker.bootstrap, partitions=feed.partitions)
-    config = load_config(job_config(tmp_path, kafka_broker.bootstrap, topic, sim, extra='protocol = "canal-json"\n'))
+    config = load_config(
+        job_config(tmp_path, kafka_broker.bootstrap, topic, sim, extra='protocol = "canal-json"\n')
+    )
     result = run_backfill(spark, config)
     last = load_index(sim)[-1]
     assert result.resolved_ts == last["resolved_ts"], result.to_dict()

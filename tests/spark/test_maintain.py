@@ -37,7 +37,11 @@ def test_maintain_compacts_purges_vacuums_and_checkpoints(spark, warehouse, clus
     assert result.retention_hours == 168
     assert contents(spark, path) == before
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
-    ours = [json.loads(r["userMetadata"]) for r in history if r["userMetadata"] and "maintain" in r["userMetadata"]]
+    ours = [
+        json.loads(r["userMetadata"])
+        for r in history
+        if r["userMetadata"] and "maintain" in r["userMetadata"]
+    ]
     assert ours and all(m["app_id"] == APP and m["step"] == "maintain" for m in ours)
     operations = {r["operation"] for r in history}
     assert "OPTIMIZE" in operations

@@ -224,7 +224,9 @@ def test_status_reports_the_sink_checkpoint(spark, tmp_path, landed, capsys) -> 
 
 @pytest.mark.slow  # a simulated sink and four runs per protocol: the kill needs several tables
 @pytest.mark.parametrize("protocol", ["csv", "canal-json"])
-def test_a_run_killed_between_two_tables_finishes_once_on_rerun(spark, tmp_path, monkeypatch, protocol) -> None:
+def test_a_run_killed_between_two_tables_finishes_once_on_rerun(
+    spark, tmp_path, monkeypatch, protocol
+) -> None:
     """A simulated sink folder; the run dies after its first table's commit. The rerun builds the tables an
     uninterrupted run builds, leaves the finished table's version alone, and a third run adds nothing."""
     from backfill.simulate import SimulationConfig, simulate

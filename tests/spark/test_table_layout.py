@@ -66,12 +66,16 @@ def test_a_layout_change_lands_in_its_own_tagged_commit(spark, warehouse) -> Non
     changed = TargetConfig(
         warehouse,
         layout=TableLayout(deletion_vectors=False),
-        table_layouts=MappingProxyType({"app.us*": TableLayout(change_data_feed=True, target_file_size="64mb")}),
+        table_layouts=MappingProxyType(
+            {"app.us*": TableLayout(change_data_feed=True, target_file_size="64mb")}
+        ),
     )
     before = delta.table_version(spark, path)
     apply(spark, changed, [(2, "b", 2, "PUT", 110, 1)], 100, 200)
     props = delta.table_configuration(spark, path)
-    assert props["delta.enableChangeDataFeed"] == "true" and props["tidelake.target_file_size"] == str(64 << 20)
+    assert props["delta.enableChangeDataFeed"] == "true" and props["tidelake.target_file_size"] == str(
+        64 << 20
+    )
     assert props["delta.autoOptimize.optimizeWrite"] == "true"  # the job left it out: the default
     assert props["delta.enableDeletionVectors"] == "false"  # the job's value under the table's
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
@@ -140,7 +144,15 @@ def test_key_bounds_are_spark_literals_of_the_same_value(spark) -> None:
 
     from backfill.apply.merge import key_range_condition
 
-    for value in ("a'b\\c", "ü\tx", "", 2**63 - 1, -5, Decimal("12345678901234567890"), datetime.date(1, 1, 1)):
+    for value in (
+        "a'b\\c",
+        "ü\tx",
+        "",
+        2**63 - 1,
+        -5,
+        Decimal("12345678901234567890"),
+        datetime.date(1, 1, 1),
+    ):
         condition = key_range_condition("k", (value, value))
         literal = condition.split(">= ", 1)[1].split(" AND", 1)[0]
         assert spark.sql(f"SELECT {literal} AS v").first()["v"] == value, condition

@@ -67,7 +67,10 @@ def test_rows_are_typed_and_ordered_by_offset() -> None:
 
 def test_without_the_tidb_extension_the_message_is_named() -> None:
     plain = {k: v for k, v in INSERT.items() if k != "_tidb"}
-    with pytest.raises(InputError, match=r"topic 'cdc' partition 1 offset 11: no _tidb.commitTs; .*enable-tidb-extension=true"):
+    with pytest.raises(
+        InputError,
+        match=r"topic 'cdc' partition 1 offset 11: no _tidb.commitTs; .*enable-tidb-extension=true",
+    ):
         decode_canal_records(records(WATERMARK, plain))
     bare_watermark = {k: v for k, v in WATERMARK.items() if k != "_tidb"}
     with pytest.raises(InputError, match=r"offset 10: a watermark without _tidb.watermarkTs"):
@@ -86,11 +89,15 @@ def test_broken_and_large_messages_are_named() -> None:
     schema = TableSchema.from_table_info(canal_table_info("test", "t", INSERT, 5), schema_name="test")
     bad = {**INSERT, "data": [{"id": "x", "name": "a", "price": "1"}]}
     events = decode_canal_records(records(INSERT, bad))
-    with pytest.raises(InputError, match=r"topic 'cdc' partition 1 offset 11: column 'id': 'x' is not an integer"):
+    with pytest.raises(
+        InputError, match=r"topic 'cdc' partition 1 offset 11: column 'id': 'x' is not an integer"
+    ):
         typed_canal_rows(events, schema, time_zone="UTC")
 
 
 def test_a_decimal_without_precision_asks_for_content_compatible() -> None:
     loose = {**INSERT, "mysqlType": {"id": "int", "name": "varchar", "price": "decimal"}}
-    with pytest.raises(InputError, match=r"'price' is 'decimal' .*content-compatible=true.*\[source.kafka\] schema"):
+    with pytest.raises(
+        InputError, match=r"'price' is 'decimal' .*content-compatible=true.*\[source.kafka\] schema"
+    ):
         canal_table_info("test", "t", loose, 5)

@@ -19,7 +19,10 @@ def test_integer_string_decimal_and_date_bounds() -> None:
         " AND t.`d` >= -1.50BD AND t.`d` <= 100BD"
     )
     day = datetime.date(2024, 2, 29)
-    assert key_range_condition("day", (day, day)) == " AND t.`day` >= DATE'2024-02-29' AND t.`day` <= DATE'2024-02-29'"
+    assert (
+        key_range_condition("day", (day, day))
+        == " AND t.`day` >= DATE'2024-02-29' AND t.`day` <= DATE'2024-02-29'"
+    )
 
 
 def test_no_condition_without_exact_bounds() -> None:

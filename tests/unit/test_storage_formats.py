@@ -454,4 +454,6 @@ def test_an_empty_time_column_converts_and_a_bad_one_is_named() -> None:
     assert text_column(schema, time_col, pa.array(["-01:02:03.5", None], pa.string()), TextDialect(),
                        DecodeStats()).to_pylist() == ["-01:02:03.5", None]  # fmt: skip
     with pytest.raises(BadValue, match="'25:61' is not a TIME value"):
-        text_column(schema, time_col, pa.array(["10:00:00", "25:61"], pa.string()), TextDialect(), DecodeStats())
+        text_column(
+            schema, time_col, pa.array(["10:00:00", "25:61"], pa.string()), TextDialect(), DecodeStats()
+        )

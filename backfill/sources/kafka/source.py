@@ -279,7 +279,13 @@ class KafkaSource(Source):
                     if high <= low:
                         continue
                     rows = typed_rows(
-                        window.events, version.schema, low, high, window.time_zone, zero_dates, window.protocol
+                        window.events,
+                        version.schema,
+                        low,
+                        high,
+                        window.time_zone,
+                        zero_dates,
+                        window.protocol,
                     )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
@@ -360,7 +366,9 @@ def typed_rows(
         for batch in batches:
             stats = DecodeStats()
             try:
-                typed = typed_canal_rows(pa.Table.from_batches([batch]), schema, time_zone=time_zone, stats=stats)
+                typed = typed_canal_rows(
+                    pa.Table.from_batches([batch]), schema, time_zone=time_zone, stats=stats
+                )
             except InputError as exc:
                 raise in_task(str(exc)) from None
             if stats.zero_dates:

@@ -148,7 +148,9 @@ def match_key_range(events: pa.Table) -> pa.Table:
     fresh = pc.fill_null(pc.greater(events.column("commit_ts"), events.column("scan_checkpoint_ts")), False)
     committed = events.filter(pc.and_(is_committed, fresh))
     parts = [_change_rows(committed, committed.column("op_type"), committed.column("value"))]
-    backwards = pc.fill_null(pc.less_equal(committed.column("commit_ts"), committed.column("start_ts")), False)
+    backwards = pc.fill_null(
+        pc.less_equal(committed.column("commit_ts"), committed.column("start_ts")), False
+    )
     if pc.any(backwards).as_py():
         bad = committed.filter(backwards).slice(0, 1).to_pylist()[0]
         message = (

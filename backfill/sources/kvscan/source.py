@@ -338,7 +338,9 @@ def events_by_key_range(
     region_counts = [(spans.get(region, (b"",))[0], count) for region, count in event_counts.items()]
     # A key range is matched and collapsed in one Python worker's memory: more ranges for big inputs.
     total = sum(event_counts.values())
-    partitions = max(int(spark.conf.get("spark.sql.shuffle.partitions") or 200), -(-total // EVENTS_PER_RANGE))
+    partitions = max(
+        int(spark.conf.get("spark.sql.shuffle.partitions") or 200), -(-total // EVENTS_PER_RANGE)
+    )
     ranges = kr.KeyRanges(
         tuple(kr.key_range_splits(region_counts, partitions)), tuple(kr.partition_tags(spark, partitions))
     )

@@ -144,7 +144,9 @@ def _text(raw: bytes, where: Where) -> str:
         raise InputError(f"{at(where, line)}: not UTF-8 text (byte {exc.start})") from None
 
 
-def _decode_line(decoder: msgspec.json.Decoder, text: str | bytes, column_names: Sequence[str], where: str) -> Any:
+def _decode_line(
+    decoder: msgspec.json.Decoder, text: str | bytes, column_names: Sequence[str], where: str
+) -> Any:
     """One message; ``where`` (file:line, or topic/partition/offset) names it in an error."""
     try:
         return decoder.decode(text)
@@ -193,7 +195,9 @@ def _one_row_each(
     """The common case in whole-list steps: every message one row change with its commit ts, no update that
     moves its key or lacks one; None for anything else (the message-by-message path handles and names it)."""
     if any(m.isDdl or m.type == WATERMARK for m in messages):
-        kept = [(line, m) for line, m in zip(lines, messages, strict=True) if not (m.isDdl or m.type == WATERMARK)]
+        kept = [
+            (line, m) for line, m in zip(lines, messages, strict=True) if not (m.isDdl or m.type == WATERMARK)
+        ]
         lines = [line for line, _ in kept]
         messages = [m for _, m in kept]
     ops = [_ROW_TYPES.get(m.type) for m in messages]

@@ -129,7 +129,9 @@ def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str
             raise _error(place(i), f"no _tidb.commitTs; {_EXTENSION}")
         if (tidb.onlyHandleKey or tidb.claimCheckLocation) and (head.type != "DELETE" or not head.pkNames):
             # a DELETE by primary key needs no more than the key; anything else needs the whole row
-            fetch = FETCH_CLAIM_CHECK + tidb.claimCheckLocation if tidb.claimCheckLocation else FETCH_HANDLE_KEY
+            fetch = (
+                FETCH_CLAIM_CHECK + tidb.claimCheckLocation if tidb.claimCheckLocation else FETCH_HANDLE_KEY
+            )
             raise _error(place(i), incomplete_message(fetch, f"{head.database}.{head.table}", tidb.commitTs))
         ts[i], schemas[i], tables[i] = tidb.commitTs, head.database or "", head.table or ""
         if head.isDdl:
@@ -204,12 +206,16 @@ def canal_table_info(db: str, name: str, doc: dict[str, Any], table_id: int) -> 
                 "set content-compatible=true on the changefeed or configure [source.kafka] schema"
             )
         try:
-            info = tableinfo.column_info(offset + 1, column, sql_type, offset=offset, primary_key=column in pk)
+            info = tableinfo.column_info(
+                offset + 1, column, sql_type, offset=offset, primary_key=column in pk
+            )
         except ValueError:  # a base name without its length (no content-compatible): any length types it
             base, _, unsigned = sql_type.strip().partition(" ")
             length = _DEFAULT_LENGTHS.get(base.lower())
             if length is None:
-                raise InputError(f"canal-json: {db}.{name}: column {column!r}: mysqlType {sql_type!r}") from None
+                raise InputError(
+                    f"canal-json: {db}.{name}: column {column!r}: mysqlType {sql_type!r}"
+                ) from None
             typed = f"{base}({length}) {unsigned}".strip()
             info = tableinfo.column_info(offset + 1, column, typed, offset=offset, primary_key=column in pk)
         infos.append(info)

@@ -253,7 +253,9 @@ def rows_to_arrow(
         return target.empty_table()
     for i, (fetch, put) in enumerate(zip(b.fetch, b.put, strict=True)) if any(b.fetch) else ():
         if fetch and put and incomplete == "fail":
-            raise b.error(i, incomplete_message(fetch, f"{schema.schema_name or '?'}.{schema.name}", b.ts[i].as_py()))
+            raise b.error(
+                i, incomplete_message(fetch, f"{schema.schema_name or '?'}.{schema.name}", b.ts[i].as_py())
+            )
     st = DecodeStats()
     decoder = _Decoder(schema, time_zone, st, b)
     is_put = pa.array(b.put, pa.bool_())
@@ -397,7 +399,9 @@ class _Decoder:
             except _Bad as e:
                 raise b.error(e.row, f"column {name!r}: {e.message}") from None
             if is_key and any_delete:
-                missing = [i for i, (c, p) in enumerate(zip(cells, put_list, strict=True)) if c is None and not p]
+                missing = [
+                    i for i, (c, p) in enumerate(zip(cells, put_list, strict=True)) if c is None and not p
+                ]
                 if missing:
                     raise b.error(missing[0], f"delete event without the key column {name!r}")
             if any_delete and not is_key:
