@@ -7,7 +7,6 @@ resolved ts equals the wanted ts (`--at-ts`, or a Dumpling export's snapshot ts)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -93,7 +92,7 @@ def _all_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str,
     from delta.tables import DeltaTable
 
     rows = DeltaTable.forPath(spark, path).history().select("version", "userMetadata").collect()
-    return [(int(r["version"]), _metadata(r["userMetadata"])) for r in rows]
+    return [(int(r["version"]), delta.json_object(r["userMetadata"])) for r in rows]
 
 
 def _latest_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[str, Any] | None]]:
@@ -101,20 +100,10 @@ def _latest_commits(spark: SparkSession, path: str) -> list[tuple[int, Mapping[s
     read from the log files on the driver (no Spark job; usually one file)."""
     commits: list[tuple[int, Mapping[str, Any] | None]] = []
     for version in range(delta.table_version(spark, path), -1, -1):
-        metadata = _metadata(delta.commit_user_metadata(spark, path, version))
+        metadata = delta.json_object(delta.commit_user_metadata(spark, path, version))
         commits.append((version, metadata))
         if metadata is not None and isinstance(metadata.get("resolved_ts"), int):
             break
         if len(commits) >= 50:  # many foreign commits in a row: the full history is as cheap
             return _all_commits(spark, path)
     return commits
-
-
-def _metadata(text: str | None) -> Mapping[str, Any] | None:
-    if not text:
-        return None
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    return parsed if isinstance(parsed, dict) else None

@@ -122,7 +122,7 @@ def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | No
     found: tuple[int, Any] | None = None
     for version in range(latest, max(-1, latest - 50), -1):
         text = commit_user_metadata(spark, path, version)
-        metadata = _json_object(text)
+        metadata = json_object(text)
         if found is None:
             found = (version, metadata)
         if metadata is not None and "resolved_ts" in metadata:
@@ -132,7 +132,8 @@ def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | No
     return DeltaCommit(found[0], _recorded_txns(snapshot).get(app_id), found[1])
 
 
-def _json_object(text: str | None) -> dict[str, Any] | None:
+def json_object(text: str | None) -> dict[str, Any] | None:
+    """A commit's userMetadata as a JSON object; None when absent, not JSON or not an object (foreign commits)."""
     if not text:
         return None
     try:

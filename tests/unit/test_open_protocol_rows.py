@@ -91,11 +91,13 @@ def decode(version, rows, **kw):
     return rows_to_arrow(events, version.schema, time_zone=time_zone)
 
 
-@pytest.mark.parametrize("flavor", ["tiflow", "ticdc"])
-@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: v.name)
+# ticdc writes no row id, so a rowid table cannot be keyed from its messages (tested below): not a case here.
+@pytest.mark.parametrize(
+    ("version", "flavor"),
+    [(v, f) for f in ("tiflow", "ticdc") for v in VERSIONS if not (f == "ticdc" and v.pk_kind == "rowid")],
+    ids=lambda p: getattr(p, "name", p),
+)
 def test_every_column_type_matches_the_codec(version, flavor):
-    if flavor == "ticdc" and version.pk_kind == "rowid":
-        pytest.skip("ticdc writes no row id: rowid tables cannot be keyed (tested below)")
     rows = random_rows(version, 60, seed=hash(version.name) & 0xFFFF)
     got = decode(version, rows, flavor=flavor)
     assert got.schema == output_schema(version.schema)
