@@ -14,6 +14,7 @@ from tidelake import fs
 COMMIT_TS = "_tidb_commit_ts"  # commit ts of the last change applied to the row
 ROWID = "_tidb_rowid"  # the handle of a table without a clustered primary key
 OP = "_tidb_op"  # PUT or DELETE, on changes on their way to a MERGE (never stored)
+BEFORE_PREFIX = "_tidb_before_"  # + key column: its value at the window's start, on changes (never stored)
 TABLE_ID_PROPERTY = "tidelake.tidb_table_id"  # Delta table property: the upstream table id
 DEFAULT_DATABASE = "default"  # the folder of tables whose database has no name
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tidelake.conventions import COMMIT_TS, OP
+from tidelake.conventions import BEFORE_PREFIX, COMMIT_TS, OP
 from tidelake.sqlident import quote_ident as _q
 
 if TYPE_CHECKING:
@@ -36,6 +36,56 @@ def last_change_per_key(changes: DataFrame, keys: Sequence[str]) -> DataFrame:
         F.max_by(F.struct(*(F.col(_q(c)) for c in columns)), order).alias("last")
     )
     return last.select(*(F.col("last").getField(c).alias(c) for c in columns))
+
+
+def before_columns(keys: Sequence[str]) -> list[str]:
+    """The columns that carry a change's key as the row stood at the window's start (`BEFORE_PREFIX`)."""
+    return [BEFORE_PREFIX + k for k in keys]
+
+
+def with_moved_key_deletes(changes: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The before/after key rule, for changes that carry their row's key as it stood at the window's start.
+
+    A row's identity in TiDB is its record key, and under a `_ci` collation (or PAD SPACE) one record key
+    holds many key values: `UPDATE t SET pk = 'ABC' WHERE pk = 'abc'` rewrites the same record key. The
+    Delta table is keyed by the values, so when a change's before-image key (the `before_columns`, NULL when
+    the row did not exist or is unknown) differs from its own key, the window also deletes the before-image
+    key, at the change's commit ts. That is what TiCDC's outputs say for such an update (a DELETE of the
+    pre-image's key and a PUT of the post-image), so every source ends with the same table. The before
+    columns are dropped either way; changes without them pass as they are.
+    """
+    from pyspark.sql import functions as F
+
+    before = before_columns(keys)
+    if not keys or not set(before) <= set(changes.columns):
+        return changes
+    plain = changes.drop(*before)
+    known = F.lit(True)
+    for b in before:
+        known = known & F.col(_q(b)).isNotNull()
+    same = F.lit(True)
+    for k, b in zip(keys, before, strict=True):
+        same = same & F.col(_q(k)).eqNullSafe(F.col(_q(b)))
+    moved = changes.filter(known & ~same)
+    key_of = dict(zip(keys, before, strict=True))
+    deletes = moved.select(
+        *(
+            F.col(_q(key_of[f.name])).alias(f.name)
+            if f.name in key_of
+            else F.col(_q(f.name))
+            if f.name in (COMMIT_TS, LINE)
+            else F.lit("DELETE").alias(OP)
+            if f.name == OP
+            else F.lit(None).cast(f.dataType).alias(f.name)
+            for f in plain.schema.fields
+        )
+    )
+    return plain.unionByName(deletes)
+
+
+def without_before_columns(changes: DataFrame) -> DataFrame:
+    """`changes` without the before-image key columns (a first load has nothing to move them from)."""
+    return changes.drop(*(c for c in changes.columns if c.startswith(BEFORE_PREFIX)))
 
 
 def net_copies(changes: DataFrame) -> DataFrame:

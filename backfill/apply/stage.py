@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.catalog import CatalogTarget, sync_names
+from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step
 from backfill.apply.layout import apply_properties
 from backfill.apply.merge import (
@@ -114,8 +115,11 @@ def materialize(
             if version.finished_ts <= window.floors[index]:
                 _check_keys_exist(spark, path, version.schema, window.identity(index))
             puts_only = seg == 0 and bool(counts.get((index, seg, "PUT"))) and has_no_rows(spark, path)
-            frame = changes.rows(index, seg, puts_only=puts_only).persist()
             keys = window.identity(index).columns(version.schema)
+            frame = changes.rows(index, seg, puts_only=puts_only)
+            # the before/after key rule (`with_moved_key_deletes`); a first load has no row to move
+            frame = without_before_columns(frame) if puts_only else with_moved_key_deletes(frame, keys)
+            frame = frame.persist()
             key_column = None if puts_only else key_range_columns(frame, keys)
             found[(index, seg)] = SegmentRows(frame, puts_only, key_column)
     # One job per frame, submitted together: small tables decode beside the hot one instead of after it.

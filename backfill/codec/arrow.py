@@ -625,6 +625,8 @@ class _Plan:
         self.tz = tz
         self.handle_id = schema.handle_column.id if schema.handle_column is not None else None
         self.common_ids = {c.id for c, _ in schema.common_handle}
+        # clustered key columns whose key datum is a collation sort key: only the value gives them
+        self.sort_key_ids = {c.id for c, _ in schema.common_handle if not key_gives_value(c)}
         self._fills: dict[int, Any] = {}
         self.fill_slots = np.array(
             [c.id != self.handle_id and c.id not in self.common_ids for c in schema.columns] + [False]
@@ -737,6 +739,8 @@ def _column(
         if col.id == plan.handle_id:
             rows, arr = _attempt(rows, ok, lambda r: _handle_array(col, handles[r]))
             pieces.append((rows, arr))
+        elif col.id in plan.sort_key_ids:
+            ok[rows] = False  # the per-row path names the missing column
         elif col.id in plan.common_ids and kc is not None:
             k = plan.key_index[col.id]
             rows, (arr, zero_mask) = _attempt(rows, ok, lambda r: _key_column(col, kc, k, r))

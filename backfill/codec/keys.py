@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from backfill.codec import mydecimal
+from backfill.codec import collation, mydecimal
 from backfill.codec.errors import CodecError
 from backfill.codec.numbers import (
     decode_cmp_float,
@@ -30,6 +30,7 @@ from backfill.codec.schema import (
     UNSIGNED_STORED,
     ColumnKind,
     ColumnSchema,
+    TableSchema,
 )
 
 TABLE_PREFIX = b"t"
@@ -200,7 +201,6 @@ def classify_key(key: bytes) -> str:
 # ---------------------------------------------------------------- key datums (EncodeKey, comparable)
 
 _BIN_COLLATIONS = frozenset({"binary", "utf8mb4_bin", "utf8_bin", "latin1_bin", "ascii_bin", "gbk_bin"})
-_NO_PAD_COLLATIONS = frozenset({"binary", "utf8mb4_0900_bin"})
 
 
 def needs_restored_data(col: ColumnSchema) -> bool:
@@ -211,21 +211,29 @@ def needs_restored_data(col: ColumnSchema) -> bool:
     return not (col.collate in _BIN_COLLATIONS and not is_varchar)
 
 
-def key_gives_value(col: ColumnSchema) -> bool:
-    """Whether a clustered key datum of `col` is its value (binary and *_bin collations: up to trailing
-    spaces) rather than a sort key that many values share (_ci and other new collations)."""
-    return (
-        col.kind != ColumnKind.TEXT or not col.collate or col.collate in _BIN_COLLATIONS | _NO_PAD_COLLATIONS
+def key_columns_need_row(schema: TableSchema) -> bool:
+    """Whether the clustered key may not give the primary-key values back exactly (a sort key, a PAD SPACE
+    VARCHAR, a prefix): TiDB then writes those columns into the row value, and a DELETE's key columns
+    come from its old value (as TiCDC's mounter takes them)."""
+    return schema.pk_kind == "common" and any(
+        needs_restored_data(col) or length not in (-1, None) for col, length in schema.common_handle
     )
 
 
+def key_gives_value(col: ColumnSchema) -> bool:
+    """Whether a clustered key datum of `col` is its value (binary and *_bin collations: up to trailing
+    spaces) rather than a sort key that many values share (_ci and other new collations)."""
+    return col.kind != ColumnKind.TEXT or collation.gives_value(col.collate)
+
+
 def collation_key(col: ColumnSchema, text: bytes) -> bytes:
-    """Sort key of a string under its collation; only binary-like collations are supported."""
-    if col.kind == ColumnKind.BINARY or col.collate in _NO_PAD_COLLATIONS or not col.collate:
+    """Sort key of a string under its collation (`collation.sort_key`); binary columns keep their bytes."""
+    if col.kind == ColumnKind.BINARY:
         return text
-    if col.collate in _BIN_COLLATIONS:
-        return text.rstrip(b" ")  # PAD SPACE binary collations
-    raise CodecError(f"sort keys for collation {col.collate!r} are not implemented", column=col.name)
+    try:
+        return collation.sort_key(col.collate, text)
+    except CodecError as e:
+        raise e.at(column=col.name) from None
 
 
 def encode_key_datum(col: ColumnSchema, value: Any) -> bytes:

@@ -15,7 +15,7 @@ from typing import Any
 
 from backfill.codec import rowv1, rowv2
 from backfill.codec.errors import CodecError
-from backfill.codec.keys import RecordKey, decode_record_key, needs_restored_data
+from backfill.codec.keys import RecordKey, decode_record_key, key_gives_value, needs_restored_data
 from backfill.codec.numbers import encode_cmp_float, encode_compact_int, encode_compact_uint
 from backfill.codec.schema import ROWID_NAME, UNSIGNED_STORED, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZERO_DATE, ZeroDate, fill_value, from_stored, int_bounds, to_stored
@@ -280,6 +280,13 @@ def decode_row(
     try:
         stored = decode_stored(schema, value)
         for cid, s in handle_stored(schema, handle, table_id).items():
+            if cid not in stored and not key_gives_value(schema.by_id[cid]):
+                col = schema.by_id[cid]
+                raise CodecError(
+                    f"the row value lacks clustered key column {col.name!r}, whose key datum is a "
+                    f"{col.collate} sort key, not its value",
+                    column=col.name,
+                )
             stored.setdefault(cid, s)
         row: dict[str, Any] = {}
         if schema.pk_kind == "rowid":

@@ -68,9 +68,10 @@ class SqlType:
         }
 
     def column_sql(self) -> str:
-        """Type text with the charset/collation clause MariaDB needs to match TiDB's utf8mb4_bin."""
+        """Type text with the charset/collation clause MariaDB needs to match TiDB's (utf8mb4_bin unless the
+        type says otherwise)."""
         if self.is_text:
-            return f"{self.sql} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            return f"{self.sql} CHARACTER SET utf8mb4 COLLATE {self.collate}"
         return self.sql
 
 
@@ -78,8 +79,10 @@ def _bin(sql: str, tp: int, flen: int, dec: int, gen: str, flag: int = 0, bits: 
     return SqlType(sql, tp, flen, dec, flag | BINARY, "binary", "binary", gen, bits=bits)
 
 
-def _text(sql: str, tp: int, flen: int, gen: str, elems: tuple[str, ...] = ()) -> SqlType:
-    return SqlType(sql, tp, flen, 0, 0, "utf8mb4", "utf8mb4_bin", gen, elems)
+def _text(
+    sql: str, tp: int, flen: int, gen: str, elems: tuple[str, ...] = (), collate: str = "utf8mb4_bin"
+) -> SqlType:
+    return SqlType(sql, tp, flen, 0, 0, "utf8mb4", collate, gen, elems)
 
 
 def integer(name: str, tp: int, flen: int, bits: int, unsigned: bool = False) -> SqlType:
@@ -118,8 +121,8 @@ def decimal(p: int, s: int) -> SqlType:
     return _bin(f"DECIMAL({p},{s})", 246, p, s, "decimal" if p <= 38 else "decimal_str")
 
 
-def varchar(n: int) -> SqlType:
-    return _text(f"VARCHAR({n})", 15, n, "text")
+def varchar(n: int, collate: str = "utf8mb4_bin") -> SqlType:
+    return _text(f"VARCHAR({n})", 15, n, "text", collate=collate)
 
 
 def char(n: int) -> SqlType:
@@ -177,6 +180,34 @@ def _text_value(rng: random.Random, limit: int) -> str:
         word = rng.choice(_WORDS)[: n - 1]
         chars[: len(word) + 1] = [*word, "-"]
     return "".join(chars).rstrip(" ")
+
+
+# Spellings that utf8mb4_general_ci and utf8mb4_unicode_ci (TiDB's and MariaDB's alike) sort as one letter.
+_SPELLINGS = {
+    "a": "aAàáâäÀÁÂÄ", "e": "eEéèêëÉÈÊË", "i": "iIíîÍÎ", "o": "oOóôöÓÔÖ", "u": "uUúüÚÜ", "n": "nNñÑ",
+}  # fmt: skip
+_BASE_LETTER = {v: k for k, vs in _SPELLINGS.items() for v in vs}
+_SYLLABLES = ("ca", "fe", "re", "su", "me", "ni", "no", "lu", "ta", "ve", "ro", "di")
+
+
+def name_vocabulary(size: int) -> list[str]:
+    """`size` distinct lowercase ASCII names (two or three syllables), the keys of the collation tables."""
+    out = [a + b for a in _SYLLABLES for b in _SYLLABLES]
+    out += [a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES]
+    return out[:size]
+
+
+def respell(name: str, rng: random.Random) -> str:
+    """`name` with random case and accents: the same string under a `_ci` collation, other bytes."""
+    out = []
+    for ch in name:
+        base = _BASE_LETTER.get(ch, ch.lower())
+        choices = _SPELLINGS.get(base)
+        if choices is None:
+            out.append(base.upper() if rng.random() < 0.4 else base)
+        else:
+            out.append(rng.choice(choices[:2]) if rng.random() < 0.6 else rng.choice(choices))
+    return "".join(out)
 
 
 def _micro(rng: random.Random, fsp: int) -> int:

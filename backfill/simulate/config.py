@@ -28,6 +28,9 @@ DDL_KINDS: tuple[str, ...] = (
     "truncate_partition",
 )
 
+COLLATIONS: tuple[str, ...] = ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin")
+"""What `SimulationConfig.collation_tables` may name."""
+
 
 @dataclass(frozen=True)
 class SimulationConfig:
@@ -62,6 +65,11 @@ class SimulationConfig:
     """Regions holding only physical ids that a DDL in the capture's window retired (truncate, drop, partition
     DDLs) stop resolving just below the retirement ts, and a stale writer commits on the old id after it:
     the captures a consumer that counts retired ids forever stalls on."""
+    collation_tables: tuple[str, ...] = ()
+    """One more initial table per collation named here (utf8mb4_general_ci, utf8mb4_unicode_ci, utf8mb4_bin),
+    keyed by a clustered VARCHAR primary key under it: its record keys hold the collation's sort keys, and
+    its workload changes the key's case and accents in place ('abc' -> 'ABC' is one row) and re-inserts
+    deleted keys with another case."""
     ticdc_changelog: bool = False
     """Also spool the changes TiCDC would see to ``<out>/ticdc/changes.pkl`` (for the Kafka messages)."""
     storage_sinks: tuple[StorageSink, ...] = ()
@@ -76,6 +84,12 @@ class SimulationConfig:
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "ddl_kinds", tuple(self.ddl_kinds))
         object.__setattr__(self, "storage_sinks", tuple(self.storage_sinks))
+        object.__setattr__(self, "collation_tables", tuple(self.collation_tables))
+        odd = sorted(set(self.collation_tables) - set(COLLATIONS))
+        if odd or len(set(self.collation_tables)) != len(self.collation_tables):
+            raise ValueError(
+                f"collation_tables: each of {', '.join(COLLATIONS)} at most once, got {odd or 'repeats'}"
+            )
         protocols = [s.protocol for s in self.storage_sinks]
         if len(set(protocols)) != len(protocols):
             raise ValueError(f"one storage sink per protocol, got {protocols}")

@@ -20,7 +20,7 @@ from backfill.simulate.changelog import CHANGELOG_PATH, ChangeLog
 from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
 from backfill.simulate.ddl import DdlRunner, partition_width
 from backfill.simulate.expected import write_expected, write_index
-from backfill.simulate.tables import TEMPLATES, build_table
+from backfill.simulate.tables import TEMPLATES, build_table, collation_template
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
 from backfill.sources.kvscan import format as kvscan
@@ -74,9 +74,12 @@ class Engine:
                     1,
                     None,
                 )
+        initial = []
         for i in range(self.cfg.tables):
             tmpl = TEMPLATES[i % len(TEMPLATES)]
-            name = tmpl.name if i < len(TEMPLATES) else f"{tmpl.name}_{i // len(TEMPLATES)}"
+            initial.append((tmpl, tmpl.name if i < len(TEMPLATES) else f"{tmpl.name}_{i // len(TEMPLATES)}"))
+        initial += [(tmpl, tmpl.name) for tmpl in map(collation_template, self.cfg.collation_tables)]
+        for tmpl, name in initial:
             uid = w.next_uid
             w.next_uid += 1
             ids = w.ids.take(1 + tmpl.partitions)

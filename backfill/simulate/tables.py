@@ -409,6 +409,30 @@ TEMPLATES: tuple[Template, ...] = (
 )
 
 
+def named_by_text(version: TableVersion) -> bool:
+    """A table keyed by one clustered string column (the collation tables)."""
+    pk = version.pk_columns
+    return version.pk_kind == "common" and len(pk) == 1 and pk[0].type.is_text
+
+
+def collation_template(collate: str) -> Template:
+    """A table with a clustered VARCHAR primary key under `collate` (a `_ci` collation: its record keys hold
+    sort keys, so 'abc' and 'ABC' are one row); `SimulationConfig.collation_tables` adds one per collation."""
+    short = collate.removeprefix("utf8mb4_")
+    return Template(
+        f"names_{short}",
+        "shop",
+        f"names_{short}",
+        "common",
+        (
+            _c("name", ct.varchar(24, collate), False, pk=True),
+            _c("qty", ct.INT),
+            _c("note", ct.varchar(32)),
+            _c("at", ct.datetime(0)),
+        ),
+    )
+
+
 def build_table(
     template: Template, *, uid: int, name: str, ids: Sequence[int], partition_width: int, update_ts: int
 ) -> TableVersion:
@@ -459,7 +483,7 @@ def modification(t: SqlType) -> tuple[SqlType, bool] | None:
     if t.sql == "SMALLINT":
         return ct.INT, False
     if t.gen == "text" and t.tp == 15 and t.flen < 128:
-        return ct.varchar(128), False
+        return ct.varchar(128, t.collate), False
     if t.gen == "decimal" and t.flen + 4 <= 38:
         return ct.decimal(t.flen + 4, t.decimal + 2), True
     return None

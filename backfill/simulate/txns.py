@@ -16,9 +16,9 @@ from typing import Any
 
 from backfill.codec import decode_record_key, decode_row, encode_row, record_key
 from backfill.simulate.capture import COMMIT, COMMITTED, DELETE, PREWRITE, PUT, ROLLBACK
-from backfill.simulate.coltypes import convert, random_value
+from backfill.simulate.coltypes import convert, name_vocabulary, random_value, respell
 from backfill.simulate.store import Lock
-from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion
+from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
 from backfill.simulate.world import World, decode_phys
 from tidelake.conventions import ROWID
 
@@ -92,6 +92,7 @@ class Workload:
         self.txns: list[Txn] = []
         self._seq = 0
         self.skus = [f"sku-{i:04d}" for i in range(max(8, world.cfg.rows // 16))]
+        self.names = name_vocabulary(max(16, world.cfg.rows * 2))
 
     # ------------------------------------------------------------ choosing rows
 
@@ -145,7 +146,11 @@ class Workload:
                 if self._free(part.id, key):
                     return part.id, key, {pk[0].id: v}
                 continue
-            values = {pk[0].id: rng.choice(self.skus), pk[1].id: rng.randint(0, 999_999)}
+            values: dict[int, Any]
+            if named_by_text(d):
+                values = {pk[0].id: respell(rng.choice(self.names), rng)}
+            else:
+                values = {pk[0].id: rng.choice(self.skus), pk[1].id: rng.randint(0, 999_999)}
             key = record_key(d.table_id, [(schema.by_id[c.id], values[c.id]) for c in pk])
             if self._free(d.table_id, key):
                 return d.table_id, key, values
@@ -250,6 +255,8 @@ class Workload:
         if op == "delete":
             return [Mutation(uid, pid, key, False, None, b"", pk)]
         self._edit(wv, row)
+        if op == "update" and named_by_text(d) and w.rng.random() < 0.4:
+            return self._respell_key(d, pid, key, pk, row)
         if op == "pk_change" and d.pk_kind != "rowid":
             new = self._new_pk(d)
             if new is not None:
@@ -259,6 +266,27 @@ class Workload:
                 w.stats["pk_changes"] += 1
                 return [Mutation(uid, pid, key, False, None, b"", pk), self._put(uid, npid, nkey, npk, row)]
         return [self._put(uid, pid, key, pk, row)]
+
+    def _respell_key(
+        self, d: TableVersion, pid: int, key: bytes, pk: dict[int, Any], row: dict[int, Any]
+    ) -> list[Mutation]:
+        """An UPDATE of the primary key to another case/accent spelling: under a `_ci` collation the same
+        record key (one PUT with the new value, as TiDB writes it), otherwise a key change."""
+        col = d.pk_columns[0]
+        name = respell(row[col.id], self.w.rng)
+        new_key = record_key(pid, [(d.schema.by_id[col.id], name)])
+        if name == row[col.id] or (new_key != key and not self._free(pid, new_key)):
+            return [self._put(d.uid, pid, key, pk, row)]
+        row[col.id] = name
+        if new_key == key:
+            self.w.stats["pk_respellings"] += 1
+            return [self._put(d.uid, pid, key, {col.id: name}, row)]
+        self.reserved.add(new_key)
+        self.w.stats["pk_changes"] += 1
+        return [
+            Mutation(d.uid, pid, key, False, None, b"", pk),
+            self._put(d.uid, pid, new_key, {col.id: name}, row),
+        ]
 
     def live_rows(self, uid: int) -> int:
         return sum(len(self.pool(p)) for p in self.w.catalog.done[uid].physical_ids)

@@ -20,8 +20,9 @@ MATCH_ERRORS = -3  # the table_idx of the matcher's errors (`message` says which
 _UNTRACKED = -2
 
 COLLAPSED_DDL = (
-    "table_idx INT, segment INT, op STRING, commit_ts BIGINT, key BINARY, value BINARY, "
-    "physical_id BIGINT, is_record BOOLEAN, scan_id STRING, region_id BIGINT, message STRING"
+    "table_idx INT, segment INT, op STRING, commit_ts BIGINT, key BINARY, value BINARY, old_value BINARY, "
+    "first_old_value BINARY, physical_id BIGINT, is_record BOOLEAN, scan_id STRING, region_id BIGINT, "
+    "message STRING"
 )
 COLLAPSED_ARROW = pa.schema(
     [
@@ -31,6 +32,8 @@ COLLAPSED_ARROW = pa.schema(
         pa.field("commit_ts", pa.int64()),
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
+        pa.field("old_value", pa.binary()),
+        pa.field("first_old_value", pa.binary()),
         pa.field("physical_id", pa.int64()),
         pa.field("is_record", pa.bool_()),
         pa.field("scan_id", pa.string()),
@@ -134,9 +137,11 @@ def _segments(table_idx: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan) 
 
 def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
     """The last change per (table, handle) in its capture's window, at or below the resolved ts, above the
-    table's checkpoint.
+    table's checkpoint, with the old value of its first change there (`first_old_value`: the row as it
+    stood at the checkpoint, which the before/after key rule needs) beside its own (`old_value`).
 
-    `changes` has scan_id, region_id, key, op, value, commit_ts; all changes of a key must be in it.
+    `changes` has scan_id, region_id, key, op, value, commit_ts and (optionally) old_value; all changes of a
+    key must be in it.
     Ties at one commit ts (a row moving between partitions: DELETE from one, PUT into the other) go to
     the PUT. Rows that break the input contract come out first, under table_idx `BAD_ROWS`, one per call
     is enough to name the place.
@@ -145,6 +150,8 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
     if n == 0:
         return COLLAPSED_ARROW.empty_table()
     keys, op = changes.column("key"), changes.column("op")
+    names = changes.column_names
+    old_values = changes.column("old_value") if "old_value" in names else pa.nulls(n, pa.binary())
     commit_col = changes.column("commit_ts")
     parts = record_key_parts(keys)
     commit_ts = pc.fill_null(commit_col, 0).to_numpy()
@@ -184,6 +191,8 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
             "commit_ts": commit_col,
             "key": keys,
             "value": changes.column("value"),
+            "old_value": old_values,
+            "first_old_value": pa.nulls(n, pa.binary()),
             "physical_id": parts.physical_id,
             "is_record": parts.is_record,
             "scan_id": changes.column("scan_id"),
@@ -207,6 +216,11 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
             zero_copy_only=False
         )
         last[:-1] = (owner[:-1] != owner[1:]) | ~same_handle | (owner[:-1] == BAD_ROWS)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = last[:-1]
+    group_first = np.maximum.accumulate(np.where(first, np.arange(len(order)), 0))
+    first_old = picked.column("old_value").take(pa.array(group_first))
+    picked = picked.set_column(picked.schema.get_field_index("first_old_value"), "first_old_value", first_old)
     return picked.filter(pa.array(last))
 
 

@@ -1,8 +1,8 @@
 """Decode collapsed changes of one table and schema version into typed rows, on the executors.
 
 `mapInArrow` hands whole Arrow batches to the codec's vectorized `decode_batch`; a DELETE carries no
-value, so only its primary key is taken from the record key. Each output row carries `_tidb_commit_ts`
-and `_tidb_op` for the MERGE.
+value, so only its primary key is taken: from the record key, or from the row it deleted where the key
+holds collation sort keys. Each output row carries `_tidb_commit_ts` and `_tidb_op` for the MERGE.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.accumulators import AccumulatorParam
@@ -17,7 +18,8 @@ from pyspark.accumulators import AccumulatorParam
 from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
 from backfill.codec.checksum import checksum_failures
-from tidelake.conventions import COMMIT_TS, OP
+from backfill.codec.keys import key_columns_need_row, key_gives_value
+from tidelake.conventions import BEFORE_PREFIX, COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
 from tidelake.sqlident import quote_ident
 
@@ -27,25 +29,43 @@ if TYPE_CHECKING:
 
 
 def output_schema(schema: TableSchema) -> pa.Schema:
-    return schema.arrow_schema.append(pa.field(COMMIT_TS, pa.int64())).append(pa.field(OP, pa.string()))
+    """Decoded changes: the table's columns, commit ts, op, and for a table whose key needs the row
+    (`key_columns_need_row`) the key as it stood at the window's start (`BEFORE_PREFIX`, apply.collapse)."""
+    out = schema.arrow_schema.append(pa.field(COMMIT_TS, pa.int64())).append(pa.field(OP, pa.string()))
+    if key_columns_need_row(schema):
+        for name in schema.pk_columns:
+            out = out.append(pa.field(BEFORE_PREFIX + name, schema.arrow_schema.field(name).type))
+    return out
 
 
 def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
     """Spark DDL of the decoded rows; `nullable` drops NOT NULL (DELETE rows carry only the key)."""
     ddl = f"{schema.spark_ddl}, {quote_ident(COMMIT_TS)} BIGINT, {quote_ident(OP)} STRING"
+    if key_columns_need_row(schema):
+        ddl += "".join(
+            f", {quote_ident(BEFORE_PREFIX + name)} {schema.by_name[name].spark_type}"
+            for name in schema.pk_columns
+        )
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 
 def decode_changes_batch(
     schema: TableSchema, batch: pa.RecordBatch, *, verify_checksums: bool = True
 ) -> tuple[pa.RecordBatch, int]:
-    """(key, value, op, commit_ts) → the table's columns + commit ts + op; also the zero dates turned NULL.
+    """(key, value, op, commit_ts[, old_value, first_old_value]) → the table's columns + commit ts + op;
+    also the zero dates turned NULL.
 
-    With `verify_checksums`, a row value that carries TiDB's row checksum must match it (CodecError)."""
-    target = output_schema(schema)
+    A DELETE carries only its key columns: from the record key, or, where the key may not give them back
+    (`key_columns_need_row`), from the row it deleted (its old value, else the window's first old value),
+    as TiCDC's mounter does; without either a sort-key column cannot be named (CodecError with key and ts).
+    Such tables also carry their key as of the window's start, from the first old value, for the shared
+    before/after key rule. With `verify_checksums`, a row value that carries TiDB's row checksum must match
+    it (CodecError)."""
+    target = _nullable(output_schema(schema))
     is_put = pc.equal(batch.column("op"), "PUT")
     puts = batch.filter(is_put)
     deletes = batch.filter(pc.invert(is_put))
+    restore = key_columns_need_row(schema)
     parts = []
     zero_dates = 0
     if puts.num_rows and verify_checksums:
@@ -60,20 +80,86 @@ def decode_changes_batch(
     if puts.num_rows:
         decoded = decode_batch(schema, puts.select(["key", "value"]))
         zero_dates = int((decoded.schema.metadata or {}).get(ZERO_DATES_METADATA_KEY, b"0"))
-        columns = [*decoded.columns, puts.column("commit_ts"), puts.column("op")]
-        parts.append(pa.RecordBatch.from_arrays(columns, schema=target))
+        columns = {name: decoded.column(name) for name in decoded.schema.names}
+        parts.append(_assemble(schema, puts, columns, target, restore))
     if deletes.num_rows:
-        keys = decode_keys(schema, deletes.column("key"))
-        key_columns = {name: keys.column(name) for name in keys.schema.names}
-        nulls = {f.name: pa.nulls(deletes.num_rows, f.type) for f in schema.arrow_schema}
-        arrays = [key_columns.get(f.name, nulls[f.name]) for f in schema.arrow_schema]
-        arrays += [deletes.column("commit_ts"), deletes.column("op")]
-        parts.append(pa.RecordBatch.from_arrays(arrays, schema=_nullable(target)))
-    # DELETE rows hold only the key columns: every other column is NULL, so the output is all nullable.
-    table = pa.Table.from_batches([part.cast(_nullable(target)) for part in parts], schema=_nullable(target))
+        parts.append(_assemble(schema, deletes, _deleted_keys(schema, deletes, restore), target, restore))
+    table = pa.Table.from_batches(parts, schema=target)
     return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(
         target
     ), zero_dates
+
+
+def _assemble(
+    schema: TableSchema,
+    rows: pa.RecordBatch,
+    columns: dict[str, pa.Array],
+    target: pa.Schema,
+    restore: bool,
+) -> pa.RecordBatch:
+    """`rows`' output: the given columns (others NULL), commit ts, op, and the before-image key."""
+    n = rows.num_rows
+    out = {
+        name: columns.get(name, pa.nulls(n, schema.arrow_schema.field(name).type))
+        for name in schema.output_names
+    }
+    out[COMMIT_TS], out[OP] = rows.column("commit_ts"), rows.column("op")
+    if restore:
+        before = _row_keys(schema, rows.column("key"), rows.column("first_old_value"))
+        for name in schema.pk_columns:
+            out[BEFORE_PREFIX + name] = before[name]
+    arrays = [out[f.name].cast(f.type) for f in target]
+    return pa.RecordBatch.from_arrays(arrays, schema=target)
+
+
+def _row_keys(schema: TableSchema, keys: pa.Array, values: pa.Array) -> dict[str, pa.Array]:
+    """The primary-key columns of the rows `values` hold (NULL where a value is empty or null)."""
+    has = pc.fill_null(pc.greater(pc.binary_length(values), 0), False)
+    where = np.flatnonzero(has.to_numpy(zero_copy_only=False))
+    fields = [schema.arrow_schema.field(name) for name in schema.pk_columns]
+    if not len(where):
+        return {f.name: pa.nulls(len(values), f.type) for f in fields}
+    taken = pa.array(where)
+    decoded = decode_batch(schema, pa.record_batch({"key": keys.take(taken), "value": values.take(taken)}))
+    position = np.full(len(values), -1, np.int64)
+    position[where] = np.arange(len(where))
+    index = pa.array(position, mask=position < 0)
+    return {f.name: decoded.column(f.name).take(index) for f in fields}
+
+
+def _deleted_keys(schema: TableSchema, deletes: pa.RecordBatch, restore: bool) -> dict[str, pa.Array]:
+    """The key columns of DELETE rows (see `decode_changes_batch`)."""
+    keys = deletes.column("key")
+    if not restore:
+        decoded = decode_keys(schema, keys)
+        return {name: decoded.column(name) for name in decoded.schema.names}
+    own, first = deletes.column("old_value"), deletes.column("first_old_value")
+    row = pc.if_else(pc.fill_null(pc.greater(pc.binary_length(own), 0), False), own, first)
+    named = _row_keys(schema, keys, row)
+    missing = np.flatnonzero(pc.is_null(named[schema.pk_columns[0]]).to_numpy(zero_copy_only=False))
+    if not len(missing):
+        return named
+    sort_keyed = [col for col, _ in schema.common_handle if not key_gives_value(col)]
+    if sort_keyed:
+        i = int(missing[0])
+        col = sort_keyed[0]
+        raise CodecError(
+            f"DELETE of key {keys[i].as_py().hex()} at commit_ts {deletes.column('commit_ts')[i].as_py()} "
+            f"carries no old value: the clustered key holds {col.collate} sort keys of {col.name!r}, not its "
+            "value, so the row cannot be named (capture with old values, as TiCDC always does)",
+            table_id=schema.table_id,
+            column=col.name,
+        )
+    # binary collations: the key gives the value back (a PAD SPACE key without its trailing spaces)
+    taken = pa.array(missing)
+    from_key = decode_keys(schema, keys.take(taken))
+    position = np.full(len(keys), -1, np.int64)
+    position[missing] = np.arange(len(missing))
+    index = pa.array(position, mask=position < 0)
+    return {
+        name: pc.if_else(pc.is_null(named[name]), from_key.column(name).take(index), named[name])
+        for name in schema.pk_columns
+    }
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -126,6 +212,7 @@ def decode_changes(
                     tasks.add({(tag, context.partitionId())})
             yield out
 
-    return changes.select("key", "value", "op", "commit_ts").mapInArrow(
-        decode, spark_ddl(schema, nullable=True)
-    )
+    columns = ["key", "value", "op", "commit_ts"]
+    if key_columns_need_row(schema):
+        columns += ["old_value", "first_old_value"]
+    return changes.select(*columns).mapInArrow(decode, spark_ddl(schema, nullable=True))

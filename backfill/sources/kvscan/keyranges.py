@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 MATCH_OUTPUT_DDL = (
-    "kind STRING, scan_id STRING, region_id BIGINT, key BINARY, op STRING, value BINARY, start_ts BIGINT, "
-    "commit_ts BIGINT, resolved_ts BIGINT, initialized BOOLEAN, open_locks BIGINT, message STRING"
+    "kind STRING, scan_id STRING, region_id BIGINT, key BINARY, op STRING, value BINARY, old_value BINARY, "
+    "start_ts BIGINT, commit_ts BIGINT, resolved_ts BIGINT, initialized BOOLEAN, open_locks BIGINT, "
+    "message STRING"
 )
 _MATCH_FIELDS = [f.split() for f in MATCH_OUTPUT_DDL.split(", ")]
 _ARROW_TYPES = {"STRING": pa.string(), "BIGINT": pa.int64(), "BINARY": pa.binary(), "BOOLEAN": pa.bool_()}
@@ -42,10 +43,10 @@ MATCH_OUTPUT_ARROW = pa.schema([pa.field(name, _ARROW_TYPES[kind]) for name, kin
 REGION_LEVEL_COLUMNS = ("scan_id", "scan_checkpoint_ts", "region_id", "seq", "type", "resolved_ts")
 KEY_LEVEL_COLUMNS = (  # the matcher input columns only row events fill, with their types
     ("start_ts", "bigint"), ("commit_ts", "bigint"), ("op_type", "string"), ("key", "binary"), ("value", "binary"),
-    ("generation", "bigint"),
+    ("old_value", "binary"), ("generation", "bigint"),
 )  # fmt: skip
 MATCHER_INPUT = (*REGION_LEVEL_COLUMNS, *(name for name, _ in KEY_LEVEL_COLUMNS))
-CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "start_ts", "commit_ts")
+CHANGE_COLUMNS = ("scan_id", "region_id", "key", "op", "value", "old_value", "start_ts", "commit_ts")
 
 
 def match_region_stream(stream: pa.Table) -> pa.Table:
@@ -88,7 +89,10 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
         pc.equal(ops, "PUT"), stream.column("value").take(prewrites), pa.scalar(b"", pa.binary())
     )
     changes = _change_rows(
-        stream.select(["scan_id", "region_id", "key", "start_ts", "commit_ts"]).take(commits), ops, values
+        stream.select(["scan_id", "region_id", "key", "start_ts", "commit_ts"]).take(commits),
+        ops,
+        values,
+        stream.column("old_value").take(prewrites),  # TiKV sends the old value with the prewrite
     )
     region = _single_row(
         "region", scan_id, region_id,
@@ -147,7 +151,11 @@ def match_key_range(events: pa.Table) -> pa.Table:
     is_committed = pc.fill_null(pc.equal(events.column("type"), COMMITTED), False)
     fresh = pc.fill_null(pc.greater(events.column("commit_ts"), events.column("scan_checkpoint_ts")), False)
     committed = events.filter(pc.and_(is_committed, fresh))
-    parts = [_change_rows(committed, committed.column("op_type"), committed.column("value"))]
+    parts = [
+        _change_rows(
+            committed, committed.column("op_type"), committed.column("value"), committed.column("old_value")
+        )
+    ]
     backwards = pc.fill_null(
         pc.less_equal(committed.column("commit_ts"), committed.column("start_ts")), False
     )
@@ -174,9 +182,12 @@ def match_key_range(events: pa.Table) -> pa.Table:
 
 
 def _change_rows(
-    events: pa.Table, ops: pa.ChunkedArray | pa.Array, values: pa.ChunkedArray | pa.Array
+    events: pa.Table,
+    ops: pa.ChunkedArray | pa.Array,
+    values: pa.ChunkedArray | pa.Array,
+    old_values: pa.ChunkedArray | pa.Array,
 ) -> pa.Table:
-    """`change` rows: key, ts and place from `events`, op and value as given."""
+    """`change` rows: key, ts and place from `events`, op, value and old value as given."""
     n = events.num_rows
     return pa.table(
         {
@@ -186,6 +197,7 @@ def _change_rows(
             "key": events.column("key"),
             "op": ops,
             "value": values,
+            "old_value": old_values,
             "start_ts": events.column("start_ts"),
             "commit_ts": events.column("commit_ts"),
             "resolved_ts": pa.nulls(n, pa.int64()),

@@ -11,6 +11,7 @@ Per region stream (reference/tidb-kv-formats.md §1.4, tiflow `cdc/kv/matcher.go
   without a prewrite is a data error.
 - ROLLBACK drops the prewrite (deferred until INITIALIZED when it arrives before).
 - COMMITTED (incremental scan, 1PC) is self-contained.
+- A change's old value (the row before it) comes from its prewrite, or from the COMMITTED event.
 - RESOLVED after INITIALIZED sets the region's resolved ts; it never goes back, and no commit at or below
   it may follow.
 Commits at or below the stream's checkpoint are stale and dropped. Unmatched prewrites (open locks) are
@@ -52,19 +53,23 @@ class StreamEvent:
     op_type: str | None = None
     key: bytes | None = None
     value: bytes | None = None
+    old_value: bytes | None = None
     generation: int = 0
     resolved_ts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RowChange:
-    """A committed change of one key: what the rest of the pipeline consumes."""
+    """A committed change of one key: what the rest of the pipeline consumes. `old_value` is the row before
+    it (TiKV sends it with the prewrite, or with a COMMITTED event): empty when there was none, None when the
+    capture has no old values."""
 
     key: bytes
     op: str
     value: bytes
     start_ts: int
     commit_ts: int
+    old_value: bytes | None = None
 
 
 class MatchError(InputError):
@@ -233,5 +238,9 @@ def match_events(
         commit, prewrite = events[i], events[p]
         op = prewrite.op_type or ""
         value = (prewrite.value or b"") if op == "PUT" else b""
-        changes.append(RowChange(commit.key or b"", op, value, commit.start_ts or 0, commit.commit_ts or 0))
+        changes.append(
+            RowChange(
+                commit.key or b"", op, value, commit.start_ts or 0, commit.commit_ts or 0, prewrite.old_value
+            )
+        )
     return changes, result
