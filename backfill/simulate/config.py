@@ -95,9 +95,11 @@ class SimulationConfig:
             raise ValueError(f"one storage sink per protocol, got {protocols}")
         if self.storage_sinks:
             object.__setattr__(self, "ticdc_changelog", True)
-        for name in ("tables", "scans", "region_split_keys", "rows_per_file", "row_group_size"):
+        for name in ("scans", "region_split_keys", "rows_per_file", "row_group_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.tables < 0 or self.tables + len(self.collation_tables) < 1:
+            raise ValueError(f"tables must be at least 1 (or 0 beside collation_tables), got {self.tables}")
         for name in ("rows", "txns", "ddls_per_scan", "open_lock_txns", "events"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
