@@ -111,10 +111,14 @@ class MySQL:
     # -- keys and reads
 
     def key_expr(self, col: Column) -> str:
-        """A key column as ranges compare it: bytewise for text, so the server and Spark agree."""
+        """A key column as ranges compare it: bytewise for text, so the server and Spark agree.
+
+        A `_ci` key is compared as its UTF-8 bytes (a binary string: NO PAD), not under utf8mb4_bin, which
+        pads with spaces ('ab' sorts after 'ab\t' there, before it in Spark). A `*_bin` key is left as it
+        is so that ranges use its index; it differs from Spark only for characters below the space."""
         q = self.quote(col.name)
         if col.kind is Kind.TEXT and not col.binary_collation:
-            return f"(CONVERT({q} USING utf8mb4) COLLATE utf8mb4_bin)"
+            return f"CAST(CONVERT({q} USING utf8mb4) AS BINARY)"
         return q
 
     def select_expr(self, col: Column) -> str:

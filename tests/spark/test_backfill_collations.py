@@ -25,7 +25,7 @@ COLLATIONS = ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin")
 def _simulate(out: Path, seed: int) -> None:
     result = simulate(
         SimulationConfig(
-            out=out, seed=seed, tables=0, rows=30, txns=100, scans=3, ddls_per_scan=1,
+            out=out, seed=seed, tables=0, rows=30, txns=100, scans=2, ddls_per_scan=1,
             ddl_kinds=("add_column", "drop_column", "modify_column", "truncate_table"),
             collation_tables=COLLATIONS,
         )
