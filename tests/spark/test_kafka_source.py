@@ -28,7 +28,15 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("kafka-source") / "sim"
     simulate(
         SimulationConfig(
-            out=out, seed=5, tables=3, rows=20, txns=120, scans=3, ddl_kinds=(), ticdc_changelog=True
+            out=out,
+            seed=5,
+            tables=3,
+            rows=20,
+            txns=120,
+            scans=3,
+            ddl_kinds=(),
+            ticdc_changelog=True,
+            collation_tables=("utf8mb4_general_ci", "utf8mb4_unicode_ci"),  # respelled keys: update events
         )
     )
     return out

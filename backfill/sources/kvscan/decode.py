@@ -38,10 +38,11 @@ def output_schema(schema: TableSchema) -> pa.Schema:
     return out
 
 
-def spark_ddl(schema: TableSchema, *, nullable: bool = False) -> str:
-    """Spark DDL of the decoded rows; `nullable` drops NOT NULL (DELETE rows carry only the key)."""
+def spark_ddl(schema: TableSchema, *, nullable: bool = False, before_keys: bool = False) -> str:
+    """Spark DDL of typed changes; `nullable` drops NOT NULL (DELETE rows carry only the key), `before_keys`
+    adds the window-start key columns of a table whose key needs the row (`output_schema`)."""
     ddl = f"{schema.spark_ddl}, {quote_ident(COMMIT_TS)} BIGINT, {quote_ident(OP)} STRING"
-    if key_columns_need_row(schema):
+    if before_keys and key_columns_need_row(schema):
         ddl += "".join(
             f", {quote_ident(BEFORE_PREFIX + name)} {schema.by_name[name].spark_type}"
             for name in schema.pk_columns
@@ -215,4 +216,4 @@ def decode_changes(
     columns = ["key", "value", "op", "commit_ts"]
     if key_columns_need_row(schema):
         columns += ["old_value", "first_old_value"]
-    return changes.select(*columns).mapInArrow(decode, spark_ddl(schema, nullable=True))
+    return changes.select(*columns).mapInArrow(decode, spark_ddl(schema, nullable=True, before_keys=True))
