@@ -54,11 +54,12 @@ class CollapsePlan:
     resolved_ts: int
     segment_bounds: Mapping[int, Sequence[int]]  # table index -> finished ts of its later schema versions
     windows: Mapping[str, tuple[int, int]]  # capture id -> (lo, hi]: the commit ts the run takes from it
+    old_values_of: frozenset[int] | None = None  # physical ids whose old values are needed (None: all)
 
     @classmethod
     def nothing(cls) -> CollapsePlan:
         """A plan that keeps no change (matching still reports broken streams)."""
-        return cls({}, frozenset(), {}, {}, 0, {}, {})
+        return cls({}, frozenset(), {}, {}, 0, {}, {}, frozenset())
 
 
 @dataclass(frozen=True)

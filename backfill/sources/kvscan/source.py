@@ -8,10 +8,11 @@ version (`decode`). Only plans, region states and counts reach the driver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from backfill.codec.keys import key_columns_need_row, table_prefix
 from backfill.sources.base import (
     CheckpointBook,
     NoWindow,
@@ -224,6 +225,12 @@ class KvScanSource(Source):
                 resolved_ts=window.resolved_ts,
                 segment_bounds={i: t.segment_bounds() for i, t in enumerate(tables)},
                 windows=window.windows,
+                old_values_of=frozenset(
+                    pid
+                    for t in tables
+                    if any(v.schema is not None and key_columns_need_row(v.schema) for v in t.versions)
+                    for pid in t.physical_ids()
+                ),
             )
             collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan)
         return DecodedKvChanges(spark, window, collapsed, counts, verify_checksums=self.verify_checksums)
@@ -323,13 +330,20 @@ def events_by_key_range(
     scans: Sequence[ScanManifest],
     event_counts: Mapping[tuple[str, int], int],
     windows: Mapping[str, tuple[int, int]] | None = None,
+    old_values_of: Collection[int] | None = None,
 ) -> DataFrame:
     """The captures' events shuffled by key ranges cut at region boundaries and balanced by the regions'
     `event_counts` (seed 003). COMMITTED events at or below their capture's checkpoint, or outside its
-    (lo, hi] window in `windows`, are left out before the shuffle: overlapping captures repeat many."""
+    (lo, hi] window in `windows`, are left out before the shuffle: overlapping captures repeat many. Old
+    values are kept only for the physical ids in `old_values_of` (None: all): only tables whose key needs
+    the row use them, and they would double what the shuffle moves."""
     from pyspark.sql import functions as F
 
     read = read_events(spark, scans)
+    if old_values_of is not None:
+        prefixes = [F.lit(bytearray(table_prefix(pid))) for pid in sorted(old_values_of)]
+        kept = F.substring(F.col("key"), 1, 9).isin(*prefixes) if prefixes else F.lit(False)
+        read = read.withColumn("old_value", F.when(kept, F.col("old_value")))
     committed = (F.col("type") == COMMITTED) & (F.col("commit_ts") > F.col("scan_checkpoint_ts"))
     if windows is not None:
         committed = committed & kr.in_windows(windows)
@@ -353,7 +367,7 @@ def _match_and_collapse(
     """Collapsed changes (persisted) and their counts per (table, segment, op); raises on bad input."""
     from pyspark.sql import functions as F
 
-    events = events_by_key_range(spark, scans, survey.event_counts, plan.windows)
+    events = events_by_key_range(spark, scans, survey.event_counts, plan.windows, plan.old_values_of)
     collapsed = kr.match_and_collapse(events, plan).persist()
     counts = {
         (r["table_idx"], r["segment"], r["op"]): r["count"]
