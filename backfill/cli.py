@@ -193,6 +193,14 @@ def simulate(
             " repeat for both.",
         ),
     ] = None,
+    collation_table: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--collation-table",
+            help="Also a table keyed by a clustered VARCHAR under this collation (utf8mb4_general_ci,"
+            " utf8mb4_unicode_ci, utf8mb4_bin), whose keys change case and accents; repeat for more.",
+        ),
+    ] = None,
     kafka: Annotated[
         str | None,
         typer.Option("--kafka", help="host:port of a Kafka broker to publish the changefeed's messages to."),
@@ -225,6 +233,7 @@ def simulate(
     return simulate_command(
         out, seed=seed, tables=tables, rows=rows, txns=txns, scans=scans, ddls_per_scan=ddls_per_scan,
         mysql=mysql, storage_sinks=storage_sink or (), kafka=kafka, feed=feed, as_json=as_json,
+        collation_tables=collation_table or (),
     )  # fmt: skip
 
 

@@ -8,9 +8,9 @@ expressions): components/tidb_query_datatype/src/codec/collation/collator/utf8mb
 (`GENERAL_CI_PLANE_*`) and .../utf8mb4_uca/data_0400.rs (`UNICODE_CI_TABLE`, `map_long_rune`),
 generated upstream from UCA allkeys-4.0.0.txt. The TiDB repository snapshot is too large to fetch here,
 so TiDB's own tables (pkg/util/collate/general_ci.go `planeTable`, pkg/util/collate/ucadata/
-unicode_ci_data_generated.go `DUCET0400Table`) were compared entry for entry over the ranges read
-(code points 0x0000-0x07FF of both tables, the long-rune map) and by TiDB's Key vectors
-(collate_test.go `TestUTF8CollatorKey`), which tests/unit/test_collation.py runs.
+unicode_ci_data_generated.go `DUCET0400Table`) were compared entry for entry over the parts read
+(MapTable4 for U+0000-U+0158 and U+FF9F-U+FFFF, the whole LongRuneMap, general_ci plane 04) and by
+TiDB's Key vectors (collate_test.go `TestUTF8CollatorKey`), which tests/unit/test_collation.py runs.
 
 Read at: TiKV 0c96285516143dd28d9f42e4ea468d1133eab279 (last change of both files; snapshot
 8e964719db0d2088d47a280a1dde3fefa1b31d6b); TiDB general_ci.go 0b229c97526123e9038689290e534a5f72a9e30d,

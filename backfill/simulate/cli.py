@@ -73,6 +73,7 @@ def simulate_command(
     kafka: str | None = None,
     feed: Changefeed | None = None,
     as_json: bool = False,
+    collation_tables: Sequence[str] = (),
 ) -> int:
     """Run one simulation and report it; bad sizes or an occupied folder are user errors (exit 2)."""
     try:
@@ -80,7 +81,7 @@ def simulate_command(
             out=Path(out), seed=seed, tables=tables, rows=rows, txns=txns, scans=scans,
             ddls_per_scan=ddls_per_scan, mysql_url=mysql,
             storage_sinks=tuple(StorageSink(protocol=p, seed=seed) for p in storage_sinks),
-            ticdc_changelog=kafka is not None,
+            ticdc_changelog=kafka is not None, collation_tables=tuple(collation_tables),
         )  # fmt: skip
     except ValueError as exc:
         raise ConfigError(f"simulate: {exc}") from None
