@@ -109,8 +109,11 @@ class RowChanges(ABC):
     `rows()` gives the typed rows of one segment: the table's output columns (`TableSchema.output_names`,
     Delta types of DESIGN.md) plus `_tidb_commit_ts` and `_tidb_op` ('PUT' or 'DELETE'), at most one change
     per key — the last by commit ts — within `floor < commit_ts <= resolved ts`. A DELETE needs only its key
-    columns. Frames are lazy; the apply stage materializes all of them before its first commit, so bad
-    input surfaces while every table is still untouched.
+    columns. A source that knows a row's key as it stood at the window's start may add it as
+    `_tidb_before_<key column>` columns (kv-scan, from old values, for keys that hold collation sort keys);
+    the apply stage then also deletes that key where it differs (`apply.collapse.with_moved_key_deletes`).
+    Frames are lazy; the apply stage materializes all of them before its first commit, so bad input
+    surfaces while every table is still untouched.
     """
 
     @abstractmethod
