@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from backfill.apply.layout import KEY_COLUMNS_PROPERTY, TARGET_FILE_SIZE_PROPERTY
 from backfill.sources.base import CheckpointBook
 from tidelake import delta, fs
+from tidelake.faults import fault_point
 from tidelake.sqlident import quote_ident as quote
 
 if TYPE_CHECKING:
@@ -119,11 +120,14 @@ def maintain_table(
     out = TableMaintenance(label, path)
     table = f"delta.{quote(path)}"
     try:
+        fault_point("maintain.optimize")
         out.steps["optimize"] = _retried(spark, app_id, "optimize", lambda: _optimize(spark, path, table))
+        fault_point("maintain.purge")
         out.steps["purge"] = _retried(
             spark, app_id, "purge", lambda: _metrics(spark.sql(f"REORG TABLE {table} APPLY (PURGE)"))
         )
         out.retention_hours = vacuum_retention_hours(spark, path, retention_hours)
+        fault_point("maintain.vacuum")
         out.steps["vacuum"] = _retried(
             spark, app_id, "vacuum",
             lambda: {"deleted": spark.sql(f"VACUUM {table} RETAIN {out.retention_hours} HOURS").count()},

@@ -177,6 +177,7 @@ def reconcile_table(
         if repair is not None:
             outcome.seconds["repair"] = time.monotonic() - repair_started
         queries = getattr(reader, "queries", 0)
+        upstream_snapshot = getattr(reader, "snapshot", None)
     diff = outcome.diff
     counts = diff.counts if diff is not None else None
     within = 0
@@ -196,6 +197,7 @@ def reconcile_table(
         diff=counts or DiffCounts(),
         repair=repair,
         upstream_ts=ts,
+        upstream_snapshot=upstream_snapshot,
         delta_version=snapshot.version,
         delta_resolved_ts=snapshot.resolved_ts,
         upstream_queries=queries,

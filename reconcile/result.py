@@ -91,6 +91,7 @@ class TableResult:
     diff: DiffCounts = field(default_factory=DiffCounts)
     repair: RepairOutcome | None = None
     upstream_ts: int | None = None
+    upstream_snapshot: str | None = None  # which upstream state was read (time and position, or ts)
     delta_version: int | None = None
     delta_resolved_ts: int | None = None
     upstream_queries: int = 0
@@ -130,6 +131,7 @@ class TableResult:
             changed_by_column=dict(self.diff.by_column),
             samples={k: [s.to_dict() for s in self.diff.samples if s.kind == k] for k in KINDS},
             upstream_ts=self.upstream_ts,
+            upstream_snapshot=self.upstream_snapshot,
             delta_version=self.delta_version,
             delta_resolved_ts=self.delta_resolved_ts,
             upstream_queries=self.upstream_queries,
@@ -237,6 +239,8 @@ def _render_details(console: Console, t: TableResult) -> None:
     if t.error:
         console.print(f"[red]{escape(t.table)}: {escape(t.error)}[/]")
         return
+    if t.upstream_snapshot:
+        console.print(f"{escape(t.table)}: compared with the {escape(t.upstream_snapshot)}")
     for note in t.notes:
         console.print(f"[yellow]{escape(t.table)}: {escape(note)}[/]")
     if t.diff.by_column:

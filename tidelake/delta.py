@@ -167,6 +167,9 @@ def read_commit_info(spark: SparkSession, path: str, version: int) -> dict[str, 
     return None
 
 
+MERGE_ATTEMPTS = 3  # a MERGE that loses a commit race is tried again this many times in all
+
+
 def merge_with_txn(
     spark: SparkSession,
     path: str,
@@ -178,16 +181,26 @@ def merge_with_txn(
 ) -> bool:
     """Run the MERGE that `build` makes on the table, as one commit tagged `(app_id, txn_version)`.
 
-    Returns False when Delta skipped it because the app id already reached `txn_version`.
+    Returns False when the app id already reached `txn_version` (before, or by a run that won a race).
+    A MERGE that lost a commit race to another writer (`backfill maintain`'s OPTIMIZE, a repair) is run
+    again on the new snapshot: it is idempotent, since a change never overwrites a newer row.
     """
     from delta.tables import DeltaTable
 
-    before = recorded_txn_version(spark, path, app_id)
-    if before is not None and before >= txn_version:
-        return False
-    with delta_transaction(spark, app_id, txn_version, metadata):
-        build(DeltaTable.forPath(spark, path)).execute()
-    return True
+    from tidelake.sparkerrors import is_concurrent_commit
+
+    for attempt in range(1, MERGE_ATTEMPTS + 1):
+        before = recorded_txn_version(spark, path, app_id)
+        if before is not None and before >= txn_version:
+            return False
+        try:
+            with delta_transaction(spark, app_id, txn_version, metadata):
+                build(DeltaTable.forPath(spark, path)).execute()
+            return True
+        except Exception as exc:
+            if attempt == MERGE_ATTEMPTS or not is_concurrent_commit(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 def advance_txn(

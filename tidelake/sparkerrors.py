@@ -59,6 +59,12 @@ def input_errors(what: str) -> Iterator[None]:
         raise InputError(f"{place}: cannot read {what}: {reason}") from None
 
 
+def is_concurrent_commit(exc: BaseException) -> bool:
+    """True when Delta refused a commit because another writer committed to the table first."""
+    message = str(exc)
+    return any(marker in message for marker in _CONCURRENT_COMMIT)
+
+
 @contextmanager
 def concurrent_commits(job: str) -> Iterator[None]:
     """Turn Delta's refusal of a commit that raced another writer's into a `ConcurrentRunError`."""

@@ -276,8 +276,10 @@ class TableSchema:
             if not isinstance(table_info.get("cols"), list):
                 raise KeyError("cols")
             all_cols = [ColumnSchema.from_column_info(c) for c in table_info["cols"]]
-        except (KeyError, TypeError, ValueError) as e:
-            raise CodecError(f"bad TableInfo: {e!r}") from e
+        except KeyError as e:
+            raise CodecError(f"bad TableInfo: no {e.args[0]!r} field") from e
+        except (TypeError, ValueError) as e:
+            raise CodecError(f"bad TableInfo: {e}") from e
         visible = [c for c in all_cols if c.state == STATE_PUBLIC and not c.hidden and not c.is_virtual]
         visible.sort(key=lambda c: c.offset)
         by_offset = {c.offset: c for c in all_cols}

@@ -76,6 +76,8 @@ class SimulationConfig:
     """TiCDC storage-sink changefeeds to write, each to ``<out>/storage/<protocol>/`` (implies the log)."""
     rows_per_file: int = 1_000_000
     row_group_size: int = 65_536
+    seed_rows_per_txn: int = 25
+    """Rows per transaction of the first window's seeding inserts (one huge transaction: ``rows``)."""
     events: int = 0
     """About this many events in all (0: ``txns`` decides): each window's transactions are resized from
     the events per transaction the windows before it measured, so a benchmark gets its size in one run."""
@@ -95,7 +97,7 @@ class SimulationConfig:
             raise ValueError(f"one storage sink per protocol, got {protocols}")
         if self.storage_sinks:
             object.__setattr__(self, "ticdc_changelog", True)
-        for name in ("scans", "region_split_keys", "rows_per_file", "row_group_size"):
+        for name in ("scans", "region_split_keys", "rows_per_file", "row_group_size", "seed_rows_per_txn"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.tables < 0 or self.tables + len(self.collation_tables) < 1:

@@ -30,7 +30,6 @@ from tidelake.tso import compose_ts
 DATABASES = ("shop", "ops")
 CAPTURE_MIN_TICKS = 6
 CAPTURE_MAX_TICKS = 40
-SEED_ROWS_PER_TXN = 25
 
 
 class Engine:
@@ -178,7 +177,7 @@ class Engine:
             for uid in sorted(w.catalog.done):
                 left = cfg.rows
                 while left > 0:
-                    n = min(SEED_ROWS_PER_TXN, left)
+                    n = min(cfg.seed_rows_per_txn, left)
                     left -= n
                     self.load.start("normal", uid=uid, rows=n)
                     self.tick(0)

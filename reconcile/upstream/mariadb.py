@@ -15,6 +15,7 @@ _JSON_CHECK = re.compile(r"\s*json_valid\(`((?:[^`]|``)+)`\)\s*", re.IGNORECASE)
 @register
 class MariaDB(MySQL):
     name: ClassVar[str] = "mariadb"
+    position_variable: ClassVar[str] = "gtid_binlog_pos"
 
     @classmethod
     def claims(cls, version: str) -> bool:

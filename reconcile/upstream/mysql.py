@@ -142,6 +142,13 @@ class MySQL:
             ("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY", ()),
         ]
 
+    # the server's replication position, read while the lock holds the table still: which snapshot it was
+    position_variable: ClassVar[str] = "gtid_executed"
+
+    def position_query(self) -> str:
+        """UTC time and replication position, read on the locking connection right after the snapshots."""
+        return f"SELECT UTC_TIMESTAMP(6), @@GLOBAL.{self.position_variable}"
+
     def lock_statements(self, db: str, table: str) -> tuple[str, str]:
         """Held on another connection while the snapshots open: (lock, unlock)."""
         return f"LOCK TABLES {self.table(db, table)} READ", "UNLOCK TABLES"

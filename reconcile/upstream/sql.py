@@ -199,10 +199,12 @@ class SqlUpstream:
             if self.reads_at_ts:
                 for conn in conns:
                     _open_snapshot(conn, self.dialect, snapshot_ts, self.config)
+                described = f"{self.dialect.name} read at ts {snapshot_ts}" if snapshot_ts else None
             else:
-                lock_note = self._start_snapshots(conns, schema)
+                lock_note, described = self._start_snapshots(conns, schema)
             reader = SqlTableReader(schema, columns, self.dialect, digits, conns)
             reader.notes = [lock_note] if lock_note else []
+            reader.snapshot = described
             yield reader
         finally:
             for conn in conns:
@@ -210,27 +212,38 @@ class SqlUpstream:
                 with suppress(pymysql.err.Error):
                     conn.close()
 
-    def _start_snapshots(self, conns: Sequence[CountingConnection], schema: TableSchema) -> str | None:
+    def _start_snapshots(
+        self, conns: Sequence[CountingConnection], schema: TableSchema
+    ) -> tuple[str | None, str | None]:
+        """Open every connection's snapshot (under the table lock unless told not to): a note when the
+        snapshots may differ, and which snapshot was read (UTC time and replication position)."""
+
         def begin() -> None:
             for conn in conns:
                 _open_snapshot(conn, self.dialect, None, self.config)
 
         if self.config.consistency != "lock":
             begin()
-            return "snapshots opened without a lock: exact only if the table was quiet"
+            return "snapshots opened without a lock: exact only if the table was quiet", None
         lock, unlock = self.dialect.lock_statements(schema.db, schema.table)
         try:
             with self._meta.cursor() as cur:
                 cur.execute(lock)
         except pymysql.err.MySQLError as exc:
             begin()
-            return f"LOCK TABLES refused ({exc.args[-1]}): snapshots opened without a lock"
+            return f"LOCK TABLES refused ({exc.args[-1]}): snapshots opened without a lock", None
         try:
             begin()
+            with self._meta.cursor() as cur:  # nothing commits to the table while the lock is held
+                cur.execute(self.dialect.position_query())
+                at, position = cur.fetchone() or (None, None)
         finally:
             with self._meta.cursor() as cur:
                 cur.execute(unlock)
-        return None
+        position = str(position or "").strip()
+        where = f", {self.dialect.position_variable} {position}" if position else ""
+        when = f" of {at:%Y-%m-%d %H:%M:%S.%f} UTC" if isinstance(at, dt.datetime) else ""
+        return None, f"{self.dialect.name} snapshot{when}{where}"
 
 
 def match_tables(
@@ -308,6 +321,7 @@ class SqlTableReader:
         self.dialect = dialect
         self.digits = digits
         self.notes: list[str] = []
+        self.snapshot: str | None = None  # which upstream snapshot the reads see, for the report
         self._pool: queue.Queue[CountingConnection] = queue.Queue()
         for conn in conns:
             self._pool.put(conn)

@@ -1,5 +1,6 @@
-"""One small simulated workload for the whole drill, as every source reads it: kv-scan captures and a
-TiCDC storage sink in CSV and in canal-json. Its second window renames and truncates tables."""
+"""One small simulated workload for the whole drill, as every source reads it: kv-scan captures, a
+TiCDC storage sink in CSV and in canal-json, and (when a case asks for `drill_kafka`) a changefeed's
+open-protocol topic on the test broker. Its second window renames and truncates tables."""
 
 from __future__ import annotations
 
@@ -39,16 +40,21 @@ class Workload:
     sim: Path
     first_resolved_ts: int
     last_scan: str
+    # `[source]` lines per source; the `drill_kafka` fixture adds "kafka" once its topic is published
+    sources: dict[str, str] = field(default_factory=lambda: dict(SOURCE_LINES))
 
     def source_path(self, source: str) -> Path:
         return self.sim / "scans" if source == "kv-scan" else self.sim / "storage" / source
+
+    def _path_line(self, source: str) -> str:
+        return "" if source == "kafka" else f'path = "{self.source_path(source)}"\n'  # a topic has no path
 
     def config(self, folder: Path, source: str, warehouse: Path, extra: str = "") -> Path:
         """A job config for `source` writing to `warehouse` (plus `extra` TOML at the end)."""
         path = folder / f"{source}-{warehouse.name}.toml"
         path.write_text(
             f'[job]\nname = "{JOB}"\n[target]\nwarehouse = "{warehouse}"\n{SPARK_LINES}{OBJECT_STORE_LINES}'
-            f'[source]\npath = "{self.source_path(source)}"\n{SOURCE_LINES[source]}{extra}'
+            f"[source]\n{self._path_line(source)}{self.sources[source]}{extra}"
         )
         return path
 
@@ -65,6 +71,22 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     )  # fmt: skip
     index = load_index(out)
     return Workload(out, index[0]["resolved_ts"], index[-1]["scan_id"])
+
+
+@pytest.fixture(scope="session")
+def drill_kafka(workload: Workload, kafka_broker) -> str:
+    """The workload's changefeed published to a topic of the test broker; adds the "kafka" source."""
+    from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
+
+    topic = "drill-open"
+    feed = Changefeed(topic=topic, dispatcher="index-value", partitions=3, restarts=1)
+    publish(changefeed_messages(workload.sim, feed), kafka_broker.bootstrap, partitions=3)
+    schema = workload.sim / "scans" / load_index(workload.sim)[0]["scan_id"] / "schema"
+    workload.sources["kafka"] = (
+        f'kind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{kafka_broker.bootstrap}"\n'
+        f'topic = "{topic}"\nschema = "{schema}"\n'
+    )
+    return "kafka"
 
 
 @dataclass

@@ -52,4 +52,60 @@ def test_two_runs_of_one_job_at_once_end_as_one_run(
     assert untagged_commits(warehouse, APP_ID) == []
     # and the job is done: a plain run changes nothing
     assert backfill_main(["run", "--config", str(conf), "--json", "--quiet"]) == 0
-    assert all(t["upserted"] == 0 for t in json.loads(capsys.readouterr().out)["tables"])
+    assert all(
+        t["rows_upserted"] == t["rows_deleted"] == 0 for t in json.loads(capsys.readouterr().out)["tables"]
+    )
+
+
+@pytest.mark.parametrize("beside", ["maintain", "repair"])
+def test_a_run_beside_maintenance_or_a_repair_ends_as_one_run(
+    spark, workload, prepared, tmp_path, beside: str, capsys
+) -> None:
+    """`backfill run` started together with `backfill maintain` (OPTIMIZE, purge, VACUUM) or with
+    `reconcile run --repair` (against the upstream's final state) on the same tables: a MERGE that loses a
+    commit race is run again, so the run ends 0; the tables end as one uninterrupted run leaves them."""
+    from reconcile.cli import main as reconcile_main
+    from tidelake.conventions import COMMIT_TS
+
+    warehouse = tmp_path / "wh"
+    shutil.copytree(prepared.start("kv-scan"), warehouse)
+    upstream = (
+        f'[reconcile.upstream]\nkind = "files"\nformat = "expected"\npath = "{workload.sim / "expected"}"\n'
+    )
+    conf = str(workload.config(tmp_path, "kv-scan", warehouse, upstream))
+    other = (
+        command("backfill", "maintain", "--config", conf, "--json", "--quiet")
+        if beside == "maintain"
+        else command("reconcile", "run", "--repair", "--config", conf, "--json", "--quiet")
+    )
+    argvs = [command("backfill", "run", "--config", conf, "--json", "--quiet"), other]
+    procs = [
+        subprocess.Popen(
+            argv, env=environment(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for argv in argvs
+    ]
+    (run_out, run_err), (other_out, other_err) = [p.communicate(timeout=600) for p in procs]
+    run_code, other_code = procs[0].returncode, procs[1].returncode
+    assert_no_secret(run_out, run_err, other_out, other_err)
+    assert run_code == 0, run_err[-3000:]
+    json.loads(run_out)
+    # maintain retries its own lost races (0); a repair finds differences while the run catches up (0 or 1)
+    assert other_code in ((0,) if beside == "maintain" else (0, 1)), other_err[-3000:]
+    assert "Traceback" not in other_err, other_err[-3000:]
+    if beside == "maintain":
+        maintained = json.loads(other_out)["tables"]
+        assert maintained and [t["error"] for t in maintained] == [None] * len(maintained)
+
+    assert backfill_main(["run", "--config", conf, "--json", "--quiet"]) == 0
+    assert all(
+        t["rows_upserted"] == t["rows_deleted"] == 0 for t in json.loads(capsys.readouterr().out)["tables"]
+    )
+    # a repaired row carries the ts the upstream was read at; every other value is the uninterrupted run's
+    drop = (COMMIT_TS,) if beside == "repair" else ()
+    assert table_rows(spark, warehouse, drop) == table_rows(
+        spark, prepared.reference_warehouse("kv-scan"), drop
+    )
+    assert untagged_commits(warehouse, APP_ID) == []
+    assert reconcile_main(["run", "--config", conf, "--json", "--quiet"]) == 0
+    capsys.readouterr()

@@ -38,14 +38,19 @@ CASES = [
     ("canal-json", "backfill.plan"),
     ("canal-json", "merge.write"),
     ("canal-json", "apply.before_ddl"),
+    ("kafka", "backfill.plan"),
+    ("kafka", "merge.write"),
+    ("kafka", "apply.before_ddl"),
 ]
 FROM_EMPTY = {"ddl.rename"}
 
 
 @pytest.mark.parametrize(("source", "point"), CASES, ids=[f"{s}-{p}" for s, p in CASES])
 def test_killed_at_a_point_then_rerun_equals_an_uninterrupted_run(
-    spark, workload: Workload, prepared, tmp_path: Path, source: str, point: str, capsys
+    spark, workload: Workload, prepared, tmp_path: Path, source: str, point: str, capsys, request
 ) -> None:
+    if source == "kafka":
+        request.getfixturevalue("drill_kafka")  # publishes the topic, adds the source
     start, reference = prepared.start(source), prepared.reference(source)
     warehouse = tmp_path / "wh"
     if point not in FROM_EMPTY:
@@ -61,7 +66,7 @@ def test_killed_at_a_point_then_rerun_equals_an_uninterrupted_run(
     result = json.loads(captured.out)
     assert table_rows(spark, warehouse) == reference
     assert untagged_commits(warehouse, APP_ID) == []
-    if source == "kv-scan":  # the storage sinks carry no `_tidb_rowid`: compared with kv-scan's run instead
+    if source == "kv-scan":  # the TiCDC sources carry no `_tidb_rowid`: compared with kv-scan's run instead
         assert warehouse_differences(spark, warehouse, workload.sim, workload.last_scan) == []
     # a second rerun finds everything done: no table gets a new version
     versions = {str(t): delta.table_version(spark, str(t)) for t in delta_tables(warehouse)}
@@ -106,4 +111,32 @@ def test_reconcile_repair_killed_while_writing_then_rerun_repairs_once(
     # repaired rows carry the ts the upstream was read at; every other value is the uninterrupted run's
     reference = table_rows(spark, prepared.reference_warehouse("kv-scan"), drop=(COMMIT_TS,))
     assert table_rows(spark, warehouse, drop=(COMMIT_TS,)) == reference
+    assert untagged_commits(warehouse, APP_ID) == []
+
+
+@pytest.mark.parametrize("point", ["maintain.optimize", "maintain.purge", "maintain.vacuum"])
+def test_maintain_killed_at_a_step_then_rerun_keeps_every_row(
+    spark, workload: Workload, prepared, tmp_path: Path, point: str, capsys
+) -> None:
+    """`backfill maintain` killed before its OPTIMIZE, between OPTIMIZE and the purge, or before VACUUM:
+    the rows are untouched, a rerun finishes maintenance, and the job's next run finds nothing to do."""
+    warehouse = tmp_path / "wh"
+    shutil.copytree(prepared.reference_warehouse("kv-scan"), warehouse)
+    conf = workload.config(tmp_path, "kv-scan", warehouse)
+    before = table_rows(spark, warehouse)
+
+    kill_at(point, "backfill", "maintain", "--config", str(conf), "--quiet", workdir=tmp_path)
+    assert table_rows(spark, warehouse) == before
+    assert untagged_commits(warehouse, APP_ID) == []
+
+    assert backfill_main(["maintain", "--config", str(conf), "--json", "--quiet"]) == 0
+    maintained = json.loads(capsys.readouterr().out)
+    assert [t["error"] for t in maintained["tables"]] == [None] * len(maintained["tables"])
+    assert {"optimize", "purge", "vacuum", "checkpoint"} <= set(maintained["tables"][0]["steps"])
+    assert table_rows(spark, warehouse) == before
+    assert backfill_main(["run", "--config", str(conf), "--json", "--quiet"]) == 0
+    assert all(
+        t["rows_upserted"] == t["rows_deleted"] == 0 for t in json.loads(capsys.readouterr().out)["tables"]
+    )
+    assert table_rows(spark, warehouse) == before
     assert untagged_commits(warehouse, APP_ID) == []

@@ -45,7 +45,12 @@ def build_catalog(
             info = doc.table_info
             if info.get("view") or info.get("sequence"):
                 continue  # not a table: no rows
-            history = SchemaHistory(info, jobs, schema_name=doc.schema_name, initial_ts=initial_ts)
+            try:
+                history = SchemaHistory(info, jobs, schema_name=doc.schema_name, initial_ts=initial_ts)
+            except CodecError as exc:  # name the table whose TableInfo (or DDL history) is broken
+                raise InputError(
+                    f"{where}: table {doc.schema_name}.{_name(info)} (id {info.get('id', '?')}): {exc.reason}"
+                ) from None
             tracked.append(TrackedTable(tuple(history.versions), initial_ts))
         known = {(t.names()[0]) for t in tracked}
         for job in sorted(jobs, key=job_finished_ts):
