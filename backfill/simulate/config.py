@@ -26,6 +26,7 @@ DDL_KINDS: tuple[str, ...] = (
     "add_partition",
     "drop_partition",
     "truncate_partition",
+    "reorganize_partition",
 )
 
 
