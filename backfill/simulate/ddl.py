@@ -475,6 +475,7 @@ class DdlRunner:
         n = 1 + max(int(p.name[1:]) for p in part.defs)
         i = rng.randrange(len(defs))
         lower = part.lower_bound(defs[i])
+        old: tuple[PartitionDef, ...]
         if len(defs) >= 2 and (rng.random() < 0.5 or defs[i].less_than - lower < 2):
             i = min(i, len(defs) - 2)
             old = (defs[i], defs[i + 1])
