@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark
 
 ADD_COLUMN, DROP_COLUMN, MODIFY_COLUMN, RENAME_COLUMN = 5, 6, 12, 37
 CREATE_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = 3, 4, 11, 14
-ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION = 19, 20, 23
+ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION, REORGANIZE_PARTITION = 19, 20, 23, 64
 
 
 def setup(tmp_path: Path, tables, jobs, rows) -> tuple[object, Path]:
@@ -184,6 +184,34 @@ def test_truncate_and_add_partition(spark, tmp_path: Path) -> None:
     )  # fmt: skip
     run_twice(spark, config, wh / "app" / "events")
     assert read(spark, wh / "app" / "events")[1] == [(1, "a", 1, 110), (21, "c", 3, 160), (500, "d", 4, 180)]
+
+
+def test_reorganize_partition_keeps_the_rows_and_ignores_its_copy(spark, tmp_path: Path) -> None:
+    """The reorg copies rows into the new ids before the job is done (at 140): those events are not the
+    table's yet, so a copied row keeps its commit ts and a row deleted after the copy (double write on the
+    old and the new id at 145) stays deleted; the old ids retire at 150, the new ones take the writes."""
+    before = partitioned([(301, "p0", "10"), (302, "p1", "100")])
+    after = partitioned([(303, "p2", "50"), (304, "p3", "100")])
+    job = ddl_job(1, REORGANIZE_PARTITION, "app", after, 150) | {"raw_args": [[301, 302]]}
+    cap = Capture(
+        tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=[("app", before)], jobs=[job]
+    )
+    cap.put(1, pput(before, 301), 1, {2: "a", 3: 1}, 109, 110).put(
+        1, pput(before, 302), 20, {2: "b", 3: 2}, 119, 120
+    )
+    cap.put(1, pput(after, 303), 1, {2: "a", 3: 1}, 139, 140).put(
+        1, pput(after, 303), 20, {2: "b", 3: 2}, 139, 140
+    )
+    cap.delete(1, 301, 1, 144, 145).delete(1, 303, 1, 144, 145)
+    cap.put(1, pput(after, 304), 60, {2: "e", 3: 5}, 169, 170).put(
+        1, pput(before, 302), 30, {2: "x", 3: 9}, 174, 175
+    )
+    cap.init_and_resolve(390).write()
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[job]\nname = "ddl"\n[source]\npath = "{tmp_path / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    run_twice(spark, load_config(conf), tmp_path / "wh" / "app" / "events")
+    assert read(spark, tmp_path / "wh" / "app" / "events")[1] == [(20, "b", 2, 120), (60, "e", 5, 170)]
 
 
 def test_common_handle_table_deletes_by_key(spark, tmp_path: Path) -> None:
