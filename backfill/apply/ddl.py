@@ -9,7 +9,9 @@ The new schema is TiDB's TableInfo after the job (all columns public), so one ru
 modify and rename column: each new column takes the old column with the same column id (or, after a
 reorganising MODIFY COLUMN that gave it a new id, the same name) cast to its new type; a column that did
 not exist reads its origin default, as TiDB's existing rows do. Dropped or truncated partitions take
-their rows with them, found by evaluating the partition definitions.
+their rows with them, found by evaluating the partition definitions; a reorganisation (REORGANIZE
+PARTITION, PARTITION BY, REMOVE PARTITIONING) retires ids too, but its reorg copied their rows into the new
+ones first, so the rows stay.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from backfill.apply.merge import create_table, overwrite_table, quote
 from backfill.codec import SchemaVersion, TableSchema
+from backfill.codec.history import REORGANIZE_PARTITION
 from backfill.codec.schema import ROWID_NAME
 from backfill.codec.values import ZERO_DATE, fill_value
 from backfill.tables import RowIdentity
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 RANGE, HASH, LIST = 1, 2, 3
+ALTER_TABLE_PARTITIONING, REMOVE_PARTITIONING = 71, 72
+# DDL types that give rows new physical ids by copying them (the old ids retire, the rows stay).
+ROW_KEEPING = frozenset({REORGANIZE_PARTITION, ALTER_TABLE_PARTITIONING, REMOVE_PARTITIONING})
 
 
 def default_literal(column: Any) -> Column:
@@ -53,11 +59,15 @@ def default_literal(column: Any) -> Column:
     return F.lit(value).cast(column.spark_type)
 
 
-def migrate_rows(rows: DataFrame, old: TableSchema, new: TableSchema) -> DataFrame:
-    """Existing rows of `old` as rows of `new` (column changes and removed partitions)."""
+def migrate_rows(
+    rows: DataFrame, old: TableSchema, new: TableSchema, job_type: int | None = None
+) -> DataFrame:
+    """Existing rows of `old` as rows of `new` (column changes and removed partitions) after a DDL job of
+    type `job_type`."""
     from pyspark.sql import functions as F
 
-    kept = rows.filter(~removed_partition_rows(old, new)) if _removed_partitions(old, new) else rows
+    removes = job_type not in ROW_KEEPING and _removed_partitions(old, new)
+    kept = rows.filter(~removed_partition_rows(old, new)) if removes else rows
     by_id = {c.id: c for c in old.columns}
     by_name = {c.name.lower(): c for c in old.columns}
     selected = []
@@ -162,8 +172,8 @@ def apply_ddl_step(
     if not delta.is_delta_table(spark, old_path):
         return new_path  # a crashed rename already moved it: the new path carries the step
     current_rows = spark.read.format("delta").load(old_path)
-    truncated = new.table_id != old.table_id and not new.partition_names
-    rows = current_rows.limit(0) if truncated else migrate_rows(current_rows, old, new)
+    truncated = new.table_id != old.table_id and not new.partition_names and after.job_type not in ROW_KEEPING
+    rows = current_rows.limit(0) if truncated else migrate_rows(current_rows, old, new, after.job_type)
     fault_point("ddl.rewrite")
     overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
     if new_path != old_path:

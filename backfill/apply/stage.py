@@ -24,6 +24,7 @@ from backfill.apply.merge import (
     key_range_columns,
     merge_changes,
 )
+from backfill.codec.history import EXCHANGE_PARTITION
 from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
 from backfill.tables import RowIdentity, TrackedTable
@@ -76,6 +77,7 @@ def apply_window(
     spark: SparkSession, target: ApplyTarget, window: Window, changes: RowChanges, clock: StageClock
 ) -> list[TableOutcome]:
     """Apply `changes` to every table of `window`; one outcome per table, in window order."""
+    refuse_unsupported_ddls(window)
     with clock.stage("decode"), input_errors("changes"):
         segments = materialize(spark, target, window, changes)
     tasks = changes.tasks_per_table()
@@ -93,6 +95,25 @@ def apply_window(
     for segment in segments.values():
         segment.rows.unpersist()
     return outcomes
+
+
+def refuse_unsupported_ddls(window: Window) -> None:
+    """Stop before the first commit at a DDL whose effect on the Delta tables is not computed yet.
+
+    EXCHANGE PARTITION hands a partition's rows to another table and that table's rows to the partition
+    with no row events: neither table's changes say what it holds afterwards. Applying the step as a
+    partition drop and a truncate would leave both tables silently wrong, so the run stops instead.
+    """
+    for index, table in enumerate(window.tables):
+        floor = window.floors[index]
+        for version in table.versions[1:]:
+            if version.job_type == EXCHANGE_PARTITION and floor < version.finished_ts <= window.resolved_ts:
+                raise InputError(
+                    f"table {table.label}: DDL job {version.job_id} (EXCHANGE PARTITION, finished at ts "
+                    f"{version.finished_ts}) swaps rows between a partition and another table without row "
+                    "events, which tidelake does not apply yet; apply it to both Delta tables by hand and "
+                    "restart from a checkpoint after it, or leave these tables out of the job"
+                )
 
 
 def materialize(

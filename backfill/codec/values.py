@@ -272,6 +272,8 @@ def fill_value(col: ColumnSchema, tz: dt.tzinfo | None = None) -> Any:
     Origin default (converted to the column type) -> NULL if nullable -> ENUM first element ->
     the type's zero value. May return ZERO_DATE (a zero-date default or zero value).
     """
+    if col.kind in (K.ENUM, K.SET) and not col.elems and isinstance(col.origin_default, str):
+        return col.origin_default  # the elements are unknown (a schema file without them): its own text
     if col.origin_default is not None or (col.kind == K.BIT and col.origin_default_bit is not None):
         return from_stored(col, _origin_default_stored(col, tz))
     if col.nullable:

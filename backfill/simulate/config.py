@@ -26,6 +26,7 @@ DDL_KINDS: tuple[str, ...] = (
     "add_partition",
     "drop_partition",
     "truncate_partition",
+    "reorganize_partition",
 )
 
 COLLATIONS: tuple[str, ...] = ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin")

@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
-from backfill.codec import table_span
+from backfill.codec import decode_record_key, record_key, table_span
 from backfill.simulate import coltypes as ct
+from backfill.simulate.capture import COMMITTED, PUT
 from backfill.simulate.catalog import NO_CHANGE, Transform, fill_for
 from backfill.simulate.tables import (
     ADD_COLUMN_MENU,
@@ -29,6 +30,7 @@ from backfill.simulate.tables import (
     WRITE_REORG,
     ColumnDef,
     PartitionDef,
+    Partitioning,
     TableVersion,
     build_table,
     modification,
@@ -49,6 +51,7 @@ ACTION = {
     "add_partition": 19,
     "drop_partition": 20,
     "truncate_partition": 23,
+    "reorganize_partition": 64,
 }
 JOB_DONE = 4
 SQL_MODE = 1436549152  # TiDB's default sql_mode bits
@@ -72,6 +75,8 @@ class DdlJob:
     destructive: bool = False
     frozen_pids: frozenset[int] = frozenset()
     drop_pids: tuple[int, ...] = ()
+    raw_args: list[Any] | None = None
+    reorg: tuple[PartitionDef, ...] = ()  # REORGANIZE PARTITION: the new partitions the reorg copies into
     start_ts: int = 0
     next_tick: int = 0
 
@@ -150,6 +155,8 @@ class DdlRunner:
             return
         w.catalog.next_schema_version()
         if job.steps:
+            if job.reorg and len(job.steps) == 2:  # leaving write-reorganization: the data is copied
+                self._reorg_copy(job)
             w.catalog.writing[job.uid] = job.steps.pop(0)
             w.epoch[job.uid] += 1
             job.next_tick = w.tick + w.rng.randint(1, 3)
@@ -190,7 +197,7 @@ class DdlRunner:
             "err": None,
             "err_count": 0,
             "row_count": 0,
-            "raw_args": None,
+            "raw_args": job.raw_args,
             "schema_state": job.final_state,
             "snapshot_ver": 0,
             "real_start_ts": job.start_ts,
@@ -219,6 +226,32 @@ class DdlRunner:
             "sql_mode": SQL_MODE,
             "last_schema_version": 0,
         }
+
+    def _reorg_copy(self, job: DdlJob) -> None:
+        """REORGANIZE PARTITION's data copy: every live row of the old partitions is written into the new
+        partition its key falls in, by the DDL's own transaction, before the job is done (TiDB's
+        ``doPartitionReorgWork``). The old ids are frozen meanwhile, so the copy is their final state."""
+        w = self.w
+        start_ts = w.tso.next()
+        commit_ts = w.tso.next()
+        bounds = sorted(job.reorg, key=lambda p: p.less_than)
+        for old in job.drop_pids:
+            t = w.store.tables.get(old)
+            if t is None:
+                continue
+            for key in list(t.sorted_keys()):
+                v = t.keys[key].latest
+                if v is None or not v.put:
+                    continue
+                handle = decode_record_key(key).handle
+                assert isinstance(handle, int)
+                new = next(p for p in bounds if handle < p.less_than)
+                new_key = record_key(new.id, handle)
+                origin = v.origin or (old, key, v)  # a copy of a copy: still the row first written
+                w.store.add_version(new.id, new_key, commit_ts, start_ts, True, v.value, None, origin)
+                w.emit(new_key, (COMMITTED, start_ts, commit_ts, PUT, new_key, v.value, b"", 0))
+                self.load.pool(new.id).add(new_key)
+                w.stats["reorganized_rows"] += 1
 
     # ------------------------------------------------------------ planning
 
@@ -431,7 +464,59 @@ class DdlRunner:
                 frozen_pids=frozenset({victim.id}),
                 drop_pids=(victim.id,),
             )
+        if kind == "reorganize_partition":
+            return self._plan_reorganize(base, d, part)
         raise ValueError(f"unknown DDL kind {kind}")
+
+    def _plan_reorganize(self, base: _JobIdentity, d: TableVersion, part: Partitioning) -> DdlJob | None:
+        """Merge two adjacent partitions into one, or split one in two, under new partition ids."""
+        w, rng = self.w, self.w.rng
+        defs = sorted(part.defs, key=lambda p: p.less_than)
+        n = 1 + max(int(p.name[1:]) for p in part.defs)
+        i = rng.randrange(len(defs))
+        lower = part.lower_bound(defs[i])
+        old: tuple[PartitionDef, ...]
+        if len(defs) >= 2 and (rng.random() < 0.5 or defs[i].less_than - lower < 2):
+            i = min(i, len(defs) - 2)
+            old = (defs[i], defs[i + 1])
+            bounds = [defs[i + 1].less_than]
+        elif defs[i].less_than - lower >= 2:
+            old = (defs[i],)
+            bounds = [(lower + defs[i].less_than) // 2, defs[i].less_than]
+        else:
+            return None
+        new = tuple(
+            PartitionDef(pid, f"p{n + k}", b)
+            for k, (pid, b) in enumerate(zip(w.ids.take(len(bounds)), bounds, strict=True))
+        )
+        old_ids = {p.id for p in old}
+        at = next(k for k, p in enumerate(part.defs) if p.id in old_ids)
+        kept = tuple(p for p in part.defs if p.id not in old_ids)
+        final_defs = (*kept[:at], *new, *kept[at:])
+        steps = [
+            replace(d, partition=replace(part, adding=new, dropping=old, ddl_state=state))
+            for state in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
+        ]
+        steps += [
+            replace(d, partition=replace(part, defs=final_defs, adding=new, dropping=old, ddl_state=state))
+            for state in (DELETE_REORG, PUBLIC)
+        ]
+        names = ", ".join(quote_ident(p.name) for p in old)
+        into = ", ".join(f"PARTITION {quote_ident(p.name)} VALUES LESS THAN ({p.less_than})" for p in new)
+        sql = f"ALTER TABLE {d.qualified} REORGANIZE PARTITION {names} INTO ({into})"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=replace(d, partition=replace(part, defs=final_defs)),
+            steps=steps,
+            final_state=NONE,
+            destructive=True,
+            frozen_pids=frozenset(old_ids | {p.id for p in new}),
+            drop_pids=tuple(p.id for p in old),
+            raw_args=[[p.id for p in old]],  # JobVersion1 finished args: OldPhysicalTblIDs
+            reorg=new,
+        )
 
 
 def partition_width(rows: int, partitions: int) -> int:

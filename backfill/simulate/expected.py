@@ -63,7 +63,7 @@ def table_at(world: World, version: TableVersion, ts: int) -> pa.Table:
             out = {name: row[cid] for cid, name in names}
             if version.pk_kind == "rowid":
                 out[ROWID_NAME] = decode_record_key(key).handle
-            out[COMMIT_TS] = v.commit_ts
+            out[COMMIT_TS] = v.commit_ts if v.origin is None else v.origin[2].commit_ts
             rows.append(out)
     rows.sort(key=_sort_key(version.schema.pk_columns))
     return pa.Table.from_pylist(rows, schema=delta_schema(version))

@@ -31,12 +31,21 @@ class Lock:
 
 class Version:
     """A committed write. ``phys`` (column id -> value actually stored) is kept for the newest version of
-    a key only; older versions are read back through the codec when needed."""
+    a key only; older versions are read back through the codec when needed. ``origin`` (physical id,
+    key, version) marks a copy a partition reorganisation wrote: the row a consumer holds is the original's
+    (the copy's events precede the DDL and are not the table's yet)."""
 
-    __slots__ = ("commit_ts", "phys", "put", "seq", "start_ts", "value")
+    __slots__ = ("commit_ts", "origin", "phys", "put", "seq", "start_ts", "value")
 
     def __init__(
-        self, commit_ts: int, start_ts: int, put: bool, value: bytes, seq: int, phys: dict[int, Any] | None
+        self,
+        commit_ts: int,
+        start_ts: int,
+        put: bool,
+        value: bytes,
+        seq: int,
+        phys: dict[int, Any] | None,
+        origin: tuple[int, bytes, Version] | None = None,
     ) -> None:
         self.commit_ts = commit_ts
         self.start_ts = start_ts
@@ -44,6 +53,7 @@ class Version:
         self.value = value
         self.seq = seq
         self.phys = phys
+        self.origin = origin
 
 
 class KeyState:
@@ -146,12 +156,13 @@ class Store:
         put: bool,
         value: bytes,
         phys: dict[int, Any] | None,
+        origin: tuple[int, bytes, Version] | None = None,
     ) -> Version:
         ks = self.table(pid).state(key)
         if ks.versions:
             ks.versions[-1].phys = None
         self.seq += 1
-        v = Version(commit_ts, start_ts, put, value, self.seq, phys)
+        v = Version(commit_ts, start_ts, put, value, self.seq, phys, origin)
         ks.versions.append(v)
         return v
 

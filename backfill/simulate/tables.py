@@ -114,6 +114,7 @@ class Partitioning:
     defs: tuple[PartitionDef, ...]
     adding: tuple[PartitionDef, ...] = ()
     dropping: tuple[PartitionDef, ...] = ()
+    ddl_state: int = 0  # the schema state of a REORGANIZE PARTITION in progress (TiDB's DDLState)
 
     def lower_bound(self, d: PartitionDef) -> int:
         prev = [p.less_than for p in self.defs if p.less_than < d.less_than]
@@ -141,7 +142,7 @@ class Partitioning:
             "NewPartitionIDs": None,
             "states": None,
             "num": len(self.defs),
-            "ddl_state": 0,
+            "ddl_state": self.ddl_state,
             "new_table_id": 0,
             "ddl_type": 0,
             "ddl_expr": "",

@@ -120,6 +120,8 @@ class World:
         """Column id -> value a consumer holds for version ``v`` once DDLs up to entry ``to_index`` apply;
         None when the consumer drops the row (its physical id is not in the schema at commit_ts - 1)."""
         cat = self.catalog
+        if v.origin is not None:
+            pid, key, v = v.origin
         i = cat.entry_index(uid, v.commit_ts - 1)
         at = cat.version_at(uid, v.commit_ts - 1)
         if at is None or pid not in at.physical_ids:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backfill.cli import main
 from backfill.run import run_backfill
 from tests.captures import BIGINT, NOT_NULL, PRI_KEY, VARCHAR, Capture, column, ddl_job, users_table
 from tidelake import delta
@@ -17,7 +18,8 @@ pytestmark = pytest.mark.spark
 
 ADD_COLUMN, DROP_COLUMN, MODIFY_COLUMN, RENAME_COLUMN = 5, 6, 12, 37
 CREATE_TABLE, DROP_TABLE, TRUNCATE_TABLE, RENAME_TABLE = 3, 4, 11, 14
-ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION = 19, 20, 23
+ADD_PARTITION, DROP_PARTITION, TRUNCATE_PARTITION, REORGANIZE_PARTITION = 19, 20, 23, 64
+EXCHANGE_PARTITION = 42
 
 
 def setup(tmp_path: Path, tables, jobs, rows) -> tuple[object, Path]:
@@ -184,6 +186,73 @@ def test_truncate_and_add_partition(spark, tmp_path: Path) -> None:
     )  # fmt: skip
     run_twice(spark, config, wh / "app" / "events")
     assert read(spark, wh / "app" / "events")[1] == [(1, "a", 1, 110), (21, "c", 3, 160), (500, "d", 4, 180)]
+
+
+def test_reorganize_partition_keeps_the_rows_and_ignores_its_copy(spark, tmp_path: Path) -> None:
+    """The reorg copies rows into the new ids before the job is done (at 140): those events are not the
+    table's yet, so a copied row keeps its commit ts and a row deleted after the copy (double write on the
+    old and the new id at 145) stays deleted; the old ids retire at 150, the new ones take the writes."""
+    before = partitioned([(301, "p0", "10"), (302, "p1", "100")])
+    after = partitioned([(303, "p2", "50"), (304, "p3", "100")])
+    job = ddl_job(1, REORGANIZE_PARTITION, "app", after, 150) | {"raw_args": [[301, 302]]}
+    cap = Capture(
+        tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=400, tables=[("app", before)], jobs=[job]
+    )
+    cap.put(1, pput(before, 301), 1, {2: "a", 3: 1}, 109, 110).put(
+        1, pput(before, 302), 20, {2: "b", 3: 2}, 119, 120
+    )
+    cap.put(1, pput(after, 303), 1, {2: "a", 3: 1}, 139, 140).put(
+        1, pput(after, 303), 20, {2: "b", 3: 2}, 139, 140
+    )
+    cap.delete(1, 301, 1, 144, 145).delete(1, 303, 1, 144, 145)
+    cap.put(1, pput(after, 304), 60, {2: "e", 3: 5}, 169, 170).put(
+        1, pput(before, 302), 30, {2: "x", 3: 9}, 174, 175
+    )
+    cap.init_and_resolve(390).write()
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[job]\nname = "ddl"\n[source]\npath = "{tmp_path / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    run_twice(spark, load_config(conf), tmp_path / "wh" / "app" / "events")
+    assert read(spark, tmp_path / "wh" / "app" / "events")[1] == [(20, "b", 2, 120), (60, "e", 5, 170)]
+
+
+def test_exchange_partition_stops_the_run_before_any_commit(spark, tmp_path: Path, capsys) -> None:
+    """EXCHANGE PARTITION moves rows between two tables without row events: not applied as a partition
+    drop plus a truncate (both tables silently wrong), but exit 2 naming the job, both tables unchanged.
+    The job is shaped as TiDB writes it: the normal table's id, raw_args [partition id, partitioned
+    table's db id, its id, partition name, with validation], the partitioned table's info after it."""
+    before, spare = partitioned([(301, "p0", "10"), (302, "p1", "MAXVALUE")]), users_table(400, "spare")
+    after = partitioned([(400, "p0", "10"), (302, "p1", "MAXVALUE")])
+    first = Capture(
+        tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=140, tables=[("app", before), ("app", spare)]
+    )
+    first.put(1, pput(before, 301), 1, {2: "a", 3: 1}, 109, 110).put(1, spare, 5, {2: "s", 3: 5}, 119, 120)
+    first.init_and_resolve(140).write()
+    job = ddl_job(1, EXCHANGE_PARTITION, "app", after, 150, table_id=400) | {
+        "raw_args": [301, 2, 300, "p0", True], "schema_state": 0,
+    }  # fmt: skip
+    second = Capture(
+        tmp_path / "scans",
+        "s2",
+        checkpoint_ts=140,
+        current_ts=400,
+        tables=[("app", before), ("app", spare)],
+        jobs=[job],
+    )
+    second.put(1, pput(after, 302), 20, {2: "b", 3: 2}, 159, 160)
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[job]\nname = "ddl"\n[source]\npath = "{tmp_path / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    assert main(["run", "--config", str(conf)]) == 0
+    paths = [str(tmp_path / "wh" / "app" / t) for t in ("events", "spare")]
+    versions = [delta.table_version(spark, p) for p in paths]
+    second.init_and_resolve(390).write()
+    capsys.readouterr()
+    assert main(["run", "--config", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "DDL job 1 (EXCHANGE PARTITION, finished at ts 150)" in err and "app.events" in err, err
+    assert [delta.table_version(spark, p) for p in paths] == versions
+    assert read(spark, tmp_path / "wh" / "app" / "events")[1] == [(1, "a", 1, 110)]
 
 
 def test_common_handle_table_deletes_by_key(spark, tmp_path: Path) -> None:

@@ -20,7 +20,13 @@ from tidelake.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-RETIRING = {"truncate_table": 1, "drop_table": 2, "truncate_partition": 2, "drop_partition": 2}
+RETIRING = {
+    "truncate_table": 1,
+    "drop_table": 2,
+    "truncate_partition": 2,
+    "drop_partition": 2,
+    "reorganize_partition": 2,
+}
 
 
 def _config(tmp_path: Path, source: Path, warehouse: Path, name: str):

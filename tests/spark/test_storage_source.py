@@ -11,7 +11,12 @@ import pytest
 
 from backfill.cli import main
 from backfill.run import run_backfill
-from backfill.sources.ticdc.schema_file import ACTION_ADD_COLUMN, ACTION_TRUNCATE_TABLE
+from backfill.sources.ticdc.schema_file import (
+    ACTION_ADD_COLUMN,
+    ACTION_EXCHANGE_PARTITION,
+    ACTION_REORGANIZE_PARTITION,
+    ACTION_TRUNCATE_TABLE,
+)
 from tests.storage_sink import USERS_COLUMNS, SinkFolder, canal_line, csv_line
 from tidelake import delta
 from tidelake.config import load_config
@@ -147,6 +152,34 @@ def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
     sink.checkpoint(160)
     run(spark, conf)
     assert not (tmp_path / "wh" / "app" / "people").exists()
+
+
+def test_reorganize_partition_keeps_rows_and_exchange_partition_stops_clearly(
+    spark, tmp_path, capsys
+) -> None:
+    """REORGANIZE PARTITION moves rows between partitions of one table: a barrier and nothing else. EXCHANGE
+    PARTITION swaps rows with another table, which a schema file cannot tell: exit 2, the DDL named."""
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema("users", 100)
+    sink.data(
+        "users", 100, 1, csv_line("I", "users", 110, 1, "a", 1) + csv_line("I", "users", 115, 2, "b", 2)
+    )
+    reorganize = "ALTER TABLE `app`.`users` REORGANIZE PARTITION `p0`, `p1` INTO (PARTITION `p3` VALUES LESS THAN (10))"
+    sink.schema("users", 120, query=reorganize, action=ACTION_REORGANIZE_PARTITION)
+    sink.data("users", 120, 1, csv_line("U", "users", 130, 2, "b2", 3))
+    sink.checkpoint(140)
+    conf = config(tmp_path)
+    assert main(["run", "--config", str(conf)]) == 0
+    capsys.readouterr()
+    assert rows(spark, tmp_path) == [(1, "a", 1, 110), (2, "b2", 3, 130)]
+    before = version(spark, tmp_path)
+    exchange = "ALTER TABLE `app`.`users` EXCHANGE PARTITION `p3` WITH TABLE `app`.`spare`"
+    sink.schema("users", 150, query=exchange, action=ACTION_EXCHANGE_PARTITION)
+    sink.data("users", 150, 1, csv_line("I", "users", 155, 3, "c", 4))
+    sink.checkpoint(160)
+    fails(conf, capsys, "app.users", exchange, "table version 150", "removes the rows of partitions")
+    assert version(spark, tmp_path) == before
+    assert rows(spark, tmp_path) == [(1, "a", 1, 110), (2, "b2", 3, 130)]
 
 
 @pytest.fixture

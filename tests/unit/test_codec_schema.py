@@ -324,3 +324,20 @@ def test_schemas_and_errors_pickle():
     assert again.arrow_schema == schema.arrow_schema and again.by_id.keys() == schema.by_id.keys()
     err = pickle.loads(pickle.dumps(CodecError("bad", table_id=1, handle=2, offset=3)))
     assert (err.table_id, err.handle, err.offset, str(err)) == (1, 2, 3, "bad (table 1, handle 2, offset 3)")
+
+
+def test_an_enum_default_without_its_elements_reads_as_its_text():
+    """A storage sink's schema file written by tiflow names no ENUM/SET elements: an ADD COLUMN's default
+    cannot become an index, so existing rows read the default's own text (not an error)."""
+    from backfill.codec.values import fill_value
+
+    schema = _schema(
+        [
+            column_info(1, "id", "int", primary_key=True),
+            column_info(2, "e", "enum", origin_default="hi"),
+            column_info(3, "s", "set", origin_default="a,b"),
+        ],
+        pk="int",
+    )
+    assert schema.by_name["e"].elems == ()
+    assert (fill_value(schema.by_name["e"]), fill_value(schema.by_name["s"])) == ("hi", "a,b")

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from backfill.codec import TableSchema, decode_record_key, decode_row, table_span
+from backfill.codec import TableSchema, decode_record_key, decode_row, record_key, table_span
 from backfill.codec.values import ZERO_DATE, fill_value
 from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
 from backfill.sources.kvscan.format import EVENT_SCHEMA
@@ -231,7 +231,11 @@ def apply_ddl(
     live = set(physical_ids(info))
     rows = state[info["id"]]
     for key in [k for k in rows if decode_record_key(k).table_id not in live]:
-        del rows[key]
+        row = rows.pop(key)
+        if job["type"] == 64:  # REORGANIZE PARTITION: the row lives on in the new partition of its key
+            handle = decode_record_key(key).handle
+            bounds = [(int(d["less_than"][0]), d["id"]) for d in info["partition"]["definitions"]]
+            rows[record_key(min(b for b in bounds if handle < b[0])[1], handle)] = row
     if job["type"] == 12 and old is not None:
         old_ids = {c["name"]["O"]: c["id"] for c in old[1]["cols"]}
         for c in info["cols"]:
@@ -486,6 +490,7 @@ def test_every_ddl_kind_occurs_and_rows_written_during_ddl_carry_tidb_state(tmp_
                     19: "add_partition",
                     20: "drop_partition",
                     23: "truncate_partition",
+                    64: "reorganize_partition",
                 }.get(t)
                 if t == 12:
                     name = "rename_column" if "RENAME COLUMN" in j["query"] else "modify_column"

@@ -33,10 +33,11 @@ SCHEMA_FILE = re.compile(r"^schema_(\d+)_(\d{10})\.json$")
 ACTION_CREATE_SCHEMA, ACTION_DROP_SCHEMA, ACTION_CREATE_TABLE, ACTION_DROP_TABLE = 1, 2, 3, 4
 ACTION_ADD_COLUMN, ACTION_TRUNCATE_TABLE, ACTION_RENAME_TABLE, ACTION_RENAME_TABLES = 5, 11, 14, 47
 ACTION_ADD_PARTITION, ACTION_DROP_PARTITION, ACTION_TRUNCATE_PARTITION = 19, 20, 23
-ACTION_EXCHANGE_PARTITION, ACTION_REORGANIZE_PARTITION = 42, 51
+ACTION_EXCHANGE_PARTITION, ACTION_REORGANIZE_PARTITION = 42, 64
 ACTION_REMOVE_PARTITIONING, ACTION_ALTER_PARTITIONING = 72, 71
 # Partition DDLs that take rows away: without the partition definitions (a schema file has none) their
-# effect on the Delta table cannot be computed.
+# effect on the Delta table cannot be computed. (REORGANIZE PARTITION moves rows between partitions of
+# one table: nothing to compute, its schema file is an ordinary barrier.)
 ROW_REMOVING_PARTITION_DDL = frozenset(
     {ACTION_DROP_PARTITION, ACTION_TRUNCATE_PARTITION, ACTION_EXCHANGE_PARTITION}
 )
