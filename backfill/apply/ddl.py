@@ -180,3 +180,23 @@ def apply_ddl_step(
         fault_point("ddl.rename")
         fs.delete(spark, old_path)
     return new_path
+
+
+def finish_interrupted_rename(
+    spark: SparkSession, warehouse: str, before: SchemaVersion, after: SchemaVersion, *, app_id: str
+) -> None:
+    """Remove the old path a run killed inside a rename left behind (`ddl.rename`: new path committed,
+    old one not yet deleted). The new path carries the step, so the rerun skips it and would keep both.
+    The old path goes only while our commits in it stop below the rename: a table created later under
+    the old name records versions above the rename's ts and stays."""
+    old, new = before.schema, after.schema
+    if old is None or new is None:
+        return
+    old_path = conventions.table_path(warehouse, old.schema_name, old.name)
+    if old_path == conventions.table_path(warehouse, new.schema_name, new.name):
+        return
+    if not delta.is_delta_table(spark, old_path):
+        return
+    recorded = delta.recorded_txn_version(spark, old_path, app_id)
+    if recorded is not None and recorded < after.finished_ts:
+        fs.delete(spark, old_path)

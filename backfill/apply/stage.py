@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
-from backfill.apply.ddl import apply_ddl_step
+from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.layout import apply_properties
 from backfill.apply.merge import (
     create_table,
@@ -226,6 +226,10 @@ def _apply_table(
     for seg, version in enumerate(versions):
         seg_end = versions[seg + 1].finished_ts if seg + 1 < len(versions) else None
         if seg_end is not None and seg_end <= floor:
+            if seg_end == floor:  # the table's last step: a rename killed halfway is finished here
+                finish_interrupted_rename(
+                    spark, target.warehouse, version, versions[seg + 1], app_id=target.app_id
+                )
             continue  # this segment and its DDL are already in the table
         if version.finished_ts >= resolved_ts:
             break  # this segment starts after the run's resolved ts: the next run's work

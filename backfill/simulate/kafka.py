@@ -362,3 +362,22 @@ __all__ = [
     "open_protocol_messages",
     "publish",
 ]
+
+
+def write_schema_folder(out: str | Path, dest: str | Path) -> Path:
+    """The `[source.kafka] schema` folder for the simulation under ``out``: the first capture's
+    tables.jsonl (the TableInfo at the changefeed's start) and every DDL job of every capture."""
+    from backfill.simulate.expected import load_index
+
+    out, dest = Path(out), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    scans = load_index(out)
+    first = out / "scans" / scans[0]["scan_id"] / "schema"
+    (dest / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
+    jobs: dict[int, str] = {}
+    for scan in scans:
+        path = out / "scans" / scan["scan_id"] / "schema" / "ddl_jobs.jsonl"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            jobs.setdefault(json.loads(line)["id"], line)
+    (dest / "ddl_jobs.jsonl").write_text("".join(f"{line}\n" for line in jobs.values()))
+    return dest

@@ -76,12 +76,12 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
 @pytest.fixture(scope="session")
 def drill_kafka(workload: Workload, kafka_broker) -> str:
     """The workload's changefeed published to a topic of the test broker; adds the "kafka" source."""
-    from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
+    from backfill.simulate.kafka import Changefeed, changefeed_messages, publish, write_schema_folder
 
     topic = "drill-open"
     feed = Changefeed(topic=topic, dispatcher="index-value", partitions=3, restarts=1)
     publish(changefeed_messages(workload.sim, feed), kafka_broker.bootstrap, partitions=3)
-    schema = workload.sim / "scans" / load_index(workload.sim)[0]["scan_id"] / "schema"
+    schema = write_schema_folder(workload.sim, workload.sim / "kafka-schema")
     workload.sources["kafka"] = (
         f'kind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{kafka_broker.bootstrap}"\n'
         f'topic = "{topic}"\nschema = "{schema}"\n'

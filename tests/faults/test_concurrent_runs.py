@@ -74,7 +74,7 @@ def test_a_run_beside_maintenance_or_a_repair_ends_as_one_run(
     )
     conf = str(workload.config(tmp_path, "kv-scan", warehouse, upstream))
     other = (
-        command("backfill", "maintain", "--config", conf, "--json", "--quiet")
+        command("backfill", "maintain", "--config", conf, "--json")
         if beside == "maintain"
         else command("reconcile", "run", "--repair", "--config", conf, "--json", "--quiet")
     )

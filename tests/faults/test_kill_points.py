@@ -125,11 +125,11 @@ def test_maintain_killed_at_a_step_then_rerun_keeps_every_row(
     conf = workload.config(tmp_path, "kv-scan", warehouse)
     before = table_rows(spark, warehouse)
 
-    kill_at(point, "backfill", "maintain", "--config", str(conf), "--quiet", workdir=tmp_path)
+    kill_at(point, "backfill", "maintain", "--config", str(conf), workdir=tmp_path)
     assert table_rows(spark, warehouse) == before
     assert untagged_commits(warehouse, APP_ID) == []
 
-    assert backfill_main(["maintain", "--config", str(conf), "--json", "--quiet"]) == 0
+    assert backfill_main(["maintain", "--config", str(conf), "--json"]) == 0
     maintained = json.loads(capsys.readouterr().out)
     assert [t["error"] for t in maintained["tables"]] == [None] * len(maintained["tables"])
     assert {"optimize", "purge", "vacuum", "checkpoint"} <= set(maintained["tables"][0]["steps"])

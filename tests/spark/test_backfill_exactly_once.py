@@ -119,3 +119,49 @@ def test_killed_after_the_first_table_of_a_simulated_workload_rerun_loses_nothin
     every = [p for p in (tmp_path / "wh").glob("*/*") if (p / "_delta_log").is_dir()]
     assert 1 <= len(created) < len(every), "the kill must leave some tables without a Delta table"
     assert warehouse_differences(spark, tmp_path / "wh", out, last["scan_id"]) == []
+
+
+def test_a_rename_killed_between_its_new_table_and_removing_the_old_one_is_finished_by_the_rerun(
+    spark, tmp_path: Path
+) -> None:
+    """The state a kill at `ddl.rename` leaves (the drill found it): the new name's table holds the step,
+    the old name's table is still there. The rerun removes the old table and reaches the expected state."""
+    import json
+    import shutil
+
+    from backfill.codec.history import job_finished_ts
+    from backfill.simulate import SimulationConfig, load_index, simulate
+    from tests.expected import warehouse_differences
+
+    out = tmp_path / "sim"
+    simulate(
+        SimulationConfig(
+            out=out, seed=4, tables=2, rows=10, txns=40, scans=2, ddls_per_scan=2, ddl_kinds=("rename_table",)
+        )
+    )
+    first, last = load_index(out)
+    jobs = (out / "scans" / last["scan_id"] / "schema" / "ddl_jobs.jsonl").read_text().splitlines()
+    renames = sorted(
+        job_finished_ts(j)
+        for j in map(json.loads, jobs)
+        if j["type"] == 14 and first["resolved_ts"] < job_finished_ts(j) <= last["resolved_ts"]
+    )
+    assert renames, "the second window must rename a table"
+    conf = tmp_path / "job.toml"
+    conf.write_text(f'[job]\nname = "rn"\n[source]\npath = "{out / "scans"}"\n'
+                    f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    config = load_config(conf)
+    run_backfill(spark, config, until_ts=first["resolved_ts"])
+    before = {p.parent for p in (tmp_path / "wh").glob("*/*/_delta_log")}
+    kept = tmp_path / "kept"
+    for path in before:
+        shutil.copytree(path, kept / path.parent.name / path.name)
+
+    run_backfill(spark, config, until_ts=renames[0])  # through the rename: the old table is removed
+    (old,) = before - {p.parent for p in (tmp_path / "wh").glob("*/*/_delta_log")}
+    shutil.copytree(kept / old.parent.name / old.name, old)  # ... but, as after the kill, it is back
+
+    result = run_backfill(spark, config)
+    assert result.resolved_ts == last["resolved_ts"]
+    assert not old.exists(), "the rerun kept the renamed table's old path"
+    assert warehouse_differences(spark, tmp_path / "wh", out, last["scan_id"]) == []

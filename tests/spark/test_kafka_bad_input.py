@@ -195,3 +195,28 @@ def test_a_handle_key_only_message_fails_without_an_upstream(
         conf, capsys, f"topic '{topic}' partition 1 offset {offset}", "handle-key-only event of shop.orders"
     )
     assert versions(spark, tmp_path / "wh") == before
+
+
+def test_a_ddl_the_schema_folder_lacks_stops_the_run_naming_it(
+    spark, kafka_broker, sim, tmp_path, landed, capsys
+):
+    """A DDL event of a tracked table that the schema folder's ddl_jobs.jsonl does not hold (the folder
+    is older than the topic): passing over it would apply later rows to the wrong table or schema."""
+    from backfill.simulate.ticdc_open import ddl_value_json
+    from backfill.sources.ticdc.open_protocol import DDL
+
+    conf, topic, before = landed
+    table = sorted(before)[0]
+    db, name = table.split(".")
+    ts = load_index(sim)[-1]["resolved_ts"] + (1 << 18)
+    query = f"TRUNCATE TABLE `{db}`.`{name}`"
+    ddl = KafkaMessage(
+        topic,
+        0,
+        frame([key_json(ts, db, name, type_=DDL)], version=True),
+        frame([ddl_value_json(query, 11)], version=False),
+    )
+    after = [resolved(topic, p, ts + 1) for p in (0, 1)]
+    publish([ddl, *after], kafka_broker.bootstrap, partitions=2)
+    fails(conf, capsys, f"DDL of {table} at ts {ts}", "is not in the schema folder", "partition 0")
+    assert versions(spark, tmp_path / "wh") == before

@@ -13,7 +13,7 @@ import pytest
 
 from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish
+from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish, write_schema_folder
 from tests.expected import warehouse_differences
 from tidelake import delta
 from tidelake.config import load_config
@@ -138,17 +138,8 @@ def test_ddl_events_are_barriers_with_a_schema_folder(spark, kafka_broker, tmp_p
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))
     scans = load_index(out)
-    schema = tmp_path / "schema"
-    schema.mkdir()
-    first = out / "scans" / scans[0]["scan_id"] / "schema"
-    (schema / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
-    jobs: dict[int, str] = {}
-    for scan in scans:
-        path = out / "scans" / scan["scan_id"] / "schema" / "ddl_jobs.jsonl"
-        for line in path.read_text().splitlines() if path.exists() else []:
-            jobs.setdefault(json.loads(line)["id"], line)
-    assert jobs, "the workload must hold DDL jobs"
-    (schema / "ddl_jobs.jsonl").write_text("".join(f"{line}\n" for line in jobs.values()))
+    schema = write_schema_folder(out, tmp_path / "schema")
+    assert (schema / "ddl_jobs.jsonl").read_text(), "the workload must hold DDL jobs"
     topic = f"open-{next(_topics)}"
     feed = Changefeed(topic=topic, dispatcher="table", partitions=3, restarts=1)
     publish(open_protocol_messages(out, feed), kafka_broker.bootstrap, partitions=3)

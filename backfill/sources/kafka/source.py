@@ -209,6 +209,7 @@ class KafkaSource(Source):
         of each table (and, for tables without new rows, the TableInfo their last commit recorded)."""
         if self.config.schema is not None:
             tables = self._tables_from_schema_folder(spark)
+            _check_folder_covers_topic(tables, plan, self.patterns, start_ts, resolved_ts, self.config.schema)
             schemas: dict[str, Any] = {}
         else:
             infos: dict[str, tuple[str, Any]] = {}
@@ -462,3 +463,33 @@ def _infer_table_info(db: str, name: str, sample: Mapping[str, Any], protocol: s
 
 
 __all__ = ["KafkaSource", "decode_events", "typed_rows"]
+
+
+def _check_folder_covers_topic(
+    tables: Sequence[TrackedTable],
+    plan: _Plan,
+    patterns: Sequence[str],
+    start_ts: int,
+    resolved_ts: int,
+    folder: str,
+) -> None:
+    """The schema folder must know every DDL and every table of the window that the job tracks: a DDL
+    event it lacks would be passed over (rows after a RENAME or TRUNCATE applied to the wrong table or
+    schema), a table it lacks would lose its rows. TiCDC gives a DDL event the job's finished ts."""
+    names = {f"{db}.{name}" for t in tables for db, name in t.names()}
+    barriers = {v.finished_ts for t in tables for v in t.versions}
+    for ddl in plan.ddls:
+        label = f"{ddl['schema']}.{ddl['table']}"
+        tracked = label in names or table_matches(patterns, ddl["schema"], ddl["table"])
+        if tracked and start_ts < ddl["ts"] <= resolved_ts and ddl["ts"] not in barriers:
+            raise InputError(
+                f"topic {ddl['topic']!r} partition {ddl['partition']} offset {ddl['offset']}: DDL of {label} "
+                f"at ts {ddl['ts']} ({ddl['ddl_query']!r}) is not in the schema folder {folder} "
+                "(ddl_jobs.jsonl): add the DDL jobs of the upstream up to this ts"
+            )
+    for db, name in plan.samples:
+        if table_matches(patterns, db, name) and f"{db}.{name}" not in names:
+            raise InputError(
+                f"rows of {db}.{name} are in the topic but the table is not in the schema folder {folder} "
+                "(tables.jsonl, or a CREATE TABLE in ddl_jobs.jsonl)"
+            )
