@@ -177,6 +177,7 @@ def test_without_a_schema_folder_the_schema_is_inferred_and_only_the_lossy_types
     assert result.resolved_ts == last["resolved_ts"]
     lossy = {ColumnKind.DECIMAL, ColumnKind.ENUM, ColumnKind.SET, ColumnKind.BIT}
     schemas = {(s.schema_name, s.name): s for s in _first_capture_schemas(sim)}
+    lossy_tables = 0
     for (db, name), want in load_expected(sim, last["scan_id"]).items():
         kept = [
             c
@@ -187,7 +188,8 @@ def test_without_a_schema_folder_the_schema_is_inferred_and_only_the_lossy_types
         assert sorted(map(repr, got.select(kept).to_pylist())) == sorted(
             map(repr, want.select(kept).to_pylist())
         )
-        assert len(kept) < len(want.column_names) or name == "events"
+        lossy_tables += len(kept) < len(want.column_names)
+    assert lossy_tables > 0, "the simulated tables should include DECIMAL, ENUM, SET or BIT columns"
 
 
 def _first_capture_schemas(sim: Path):
