@@ -14,7 +14,7 @@ from tidelake.config import load_config
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("seed", [2, 11, 23])
+@pytest.mark.parametrize("seed", [2, 23])
 def test_every_checkpoint_matches_the_expected_state(spark, tmp_path: Path, seed: int) -> None:
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=seed, tables=3, rows=40, txns=150, scans=3))
@@ -29,7 +29,7 @@ def test_every_checkpoint_matches_the_expected_state(spark, tmp_path: Path, seed
         assert warehouse_differences(spark, tmp_path / "wh", out, scan["scan_id"]) == []
 
 
-@pytest.mark.parametrize("seed", [5, 17])
+@pytest.mark.parametrize("seed", [5])
 def test_region_streams_split_over_key_ranges_match_like_whole_ones(spark, tmp_path: Path, seed: int) -> None:
     """With eight key ranges and a hot table, region streams are cut between ranges (each piece gets the
     region's INITIALIZED and RESOLVED events); the tables still reach the expected state."""

@@ -255,8 +255,9 @@ def test_status_reports_the_sink_checkpoint(spark, tmp_path, landed, capsys) -> 
     assert "checkpoint-ts 150" in out or '"newest_scan_ts": 150' in out, out
 
 
-@pytest.mark.slow  # a simulated sink and four runs per protocol: the kill needs several tables
-@pytest.mark.parametrize("protocol", ["csv", "canal-json"])
+@pytest.mark.slow  # a simulated sink and four runs: the kill needs several tables. The kill and the rerun
+# are the source-agnostic apply stage's; CSV with old values is the protocol with the most to get wrong.
+@pytest.mark.parametrize("protocol", ["csv"])
 def test_a_run_killed_between_two_tables_finishes_once_on_rerun(
     spark, tmp_path, monkeypatch, protocol
 ) -> None:
