@@ -12,8 +12,10 @@ import pytest
 from backfill.codec import record_key
 from backfill.codec.history import exchanged_partition_id
 from backfill.sources.kvscan.catalog import build_catalog
+from backfill.sources.kvscan.chain import table_resolved_ts
 from backfill.sources.kvscan.collapse import CollapsePlan, collapse_changes
 from backfill.sources.kvscan.format import TableDoc
+from backfill.sources.kvscan.resolved import SpanProgress
 from backfill.sources.kvscan.source import id_owners
 from tests.captures import ddl_job, users_table
 from tidelake.errors import InputError
@@ -109,3 +111,18 @@ def test_untouched_tables_keep_their_history() -> None:
     docs = [TableDoc("app", BEFORE), TableDoc("app", SPARE), TableDoc("app", other)]
     tables = build_catalog(docs, [exchange_job()], 100, ("*.*",), "tables.jsonl").tables
     assert len(tables[2].versions) == 1
+
+
+def test_a_lagging_region_holds_back_the_table_that_took_the_id_over_not_the_one_that_gave_it_up() -> None:
+    """The partition's old id 301 lags at T - 10: the partitioned table gave it up at T (like a dropped
+    partition, its state from T on does not depend on it), the normal table owns it from T on and waits.
+    The run's resolved ts is the minimum over both tables, so the exchange waits for 301's rows up to T.
+    The normal table's old id 400 lagging is the same the other way round."""
+    events, spare = catalog([exchange_job()]).tables
+
+    def resolved(table, lag: int) -> int:
+        spans = {pid: SpanProgress(T - 10 if pid == lag else 900) for pid in table.physical_ids()}
+        return table_resolved_ts("t", spans, {pid: table.retired_at(pid) for pid in spans}, 1000).resolved_ts
+
+    assert (resolved(events, 301), resolved(spare, 301)) == (900, T - 10)
+    assert (resolved(events, 400), resolved(spare, 400)) == (T - 10, 900)
