@@ -136,8 +136,8 @@ def apply_exchange_step(
         rows = ours.filter(~rows_in_partition(old, pid)).unionByName(aligned(theirs, ours))
     else:  # we are nt: we become partition p's rows
         rows = aligned(theirs.filter(rows_in_partition(other, new.table_id)), ours)
-    fault_point("ddl.exchange")
     overwrite_table(spark, path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+    fault_point("ddl.exchange")  # first reached between the two sides' commits
     return path
 
 

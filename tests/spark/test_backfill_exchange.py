@@ -15,6 +15,7 @@ import backfill.apply.stage as stage
 from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
 from tests.expected import warehouse_differences
+from tests.faults.harness import kill_at, untagged_commits
 from tidelake import delta
 from tidelake.config import load_config
 
@@ -102,3 +103,22 @@ def test_killed_between_the_two_exchange_commits_the_rerun_does_the_other_once(
     pt_name = job["binlog"]["TableInfo"]["name"]["O"]
     for name in (pt_name, job["table_name"]):
         assert _exchange_commits(spark, tmp_path / "wh" / job["schema_name"] / name, job["id"]) == 1, name
+
+
+@pytest.mark.drill
+def test_sigkill_between_the_two_exchange_commits_then_rerun_equals_the_expected_state(
+    spark, tmp_path: Path, sim: Path
+) -> None:
+    """A real `backfill run` SIGKILLed at `ddl.exchange` (first reached right after the first side's
+    commit): the rerun commits the other side once, every commit carries our tag."""
+    config = _config(tmp_path, sim / "scans", tmp_path / "wh", name="drill")
+    kill_at("ddl.exchange", "backfill", "run", "--config", str(tmp_path / "drill.toml"), "--quiet",
+            workdir=tmp_path)  # fmt: skip
+    job = _exchange_jobs(sim)[0]
+    pt_name = job["binlog"]["TableInfo"]["name"]["O"]
+    sides = [tmp_path / "wh" / job["schema_name"] / n for n in (pt_name, job["table_name"])]
+    assert sorted(_exchange_commits(spark, p, job["id"]) for p in sides) == [0, 1]
+    assert run_backfill(spark, config).resolved_ts == load_index(sim)[-1]["resolved_ts"]
+    assert warehouse_differences(spark, tmp_path / "wh", sim, load_index(sim)[-1]["scan_id"]) == []
+    assert [_exchange_commits(spark, p, job["id"]) for p in sides] == [1, 1]
+    assert untagged_commits(tmp_path / "wh", "tidelake:drill") == []
