@@ -71,6 +71,14 @@ def exchanges(
         partitioned = i_before.schema if i_before.schema.partition_names else j_before.schema
         normal = j_before.schema if partitioned is i_before.schema else i_before.schema
         exchanged = exchanged_partition(both)
+        if partitioned.pk_kind == "rowid":
+            raise InputError(
+                f"DDL job {job_id} (EXCHANGE PARTITION, finished at ts {ts}) between "
+                f"{partitioned.schema_name}.{partitioned.name} and {normal.schema_name}.{normal.name}: the "
+                "tables have no clustered primary key, so their rows are told apart by _tidb_rowid, which the "
+                "exchange may duplicate within the partitioned table (pingcap/tidb#65067); apply it to both "
+                "Delta tables by hand and restart from a checkpoint after it"
+            )
         check_membership(partitioned, exchanged, job_id, normal)
         found[(i, job_id)] = Exchange(job_id, ts, j, j_before.schema)
         found[(j, job_id)] = Exchange(job_id, ts, i, i_before.schema)

@@ -9,6 +9,7 @@ import copy
 import pyarrow as pa
 import pytest
 
+from backfill.apply.exchange import exchanges
 from backfill.codec import record_key
 from backfill.codec.history import exchanged_partition_id
 from backfill.sources.kvscan.catalog import build_catalog
@@ -126,3 +127,19 @@ def test_a_lagging_region_holds_back_the_table_that_took_the_id_over_not_the_one
 
     assert (resolved(events, 301), resolved(spare, 301)) == (900, T - 10)
     assert (resolved(events, 400), resolved(spare, 400)) == (T - 10, 900)
+
+
+def test_tables_keyed_by_tidb_rowid_are_refused_before_any_commit() -> None:
+    """Without a clustered key the exchange can give two rows of the partitioned table one _tidb_rowid
+    (pingcap/tidb#65067): the run stops naming the job and both tables."""
+    before, after, spare = copy.deepcopy(BEFORE), copy.deepcopy(AFTER), copy.deepcopy(SPARE)
+    for table in (before, after, spare):
+        table["pk_is_handle"] = False
+    job = ddl_job(7, EXCHANGE_PARTITION, "app", after, T, table_id=400) | {
+        "raw_args": [301, 2, 300, "p0", True]
+    }
+    docs = [TableDoc("app", before), TableDoc("app", spare)]
+    tables = build_catalog(docs, [job], 100, ("*.*",), "tables.jsonl").tables
+    with pytest.raises(InputError, match=r"DDL job 7 .* between app.events and app.spare: .*_tidb_rowid"):
+        exchanges(tables, [100, 100], 1000)
+    assert exchanges(tables, [T, T], 1000) == {}  # both sides committed: nothing left to refuse
