@@ -132,6 +132,39 @@ def last_commit(spark: SparkSession, path: str, app_id: str) -> DeltaCommit | No
     return DeltaCommit(found[0], _recorded_txns(snapshot).get(app_id), found[1])
 
 
+def commit_txn_version(spark: SparkSession, path: str, version: int, app_id: str) -> int | None:
+    """The transaction version one commit records for `app_id` (its `txn` action), or None."""
+    from tidelake import fs
+
+    try:
+        text = fs.read_text(spark, fs.join(path, "_delta_log", f"{version:020d}.json"))
+    except Exception:  # py4j wraps FileNotFoundException: a cleaned-up commit
+        return None
+    for line in text.splitlines():
+        if '"txn"' in line:
+            txn = json.loads(line).get("txn")
+            if isinstance(txn, dict) and txn.get("appId") == app_id:
+                return int(txn["version"])
+    return None
+
+
+def version_before_txn(spark: SparkSession, path: str, app_id: str, txn_version: int) -> int:
+    """The newest table version whose content precedes our first commit tagged `txn_version` or above:
+    the table as it stood before that ts, however far later runs have taken it since. Commits without our
+    tag (properties, layout, maintenance) change no rows, so any version between two tagged ones will do.
+    """
+    latest = table_version(spark, path)
+    first_at_or_above: int | None = None
+    for version in range(latest, -1, -1):
+        recorded = commit_txn_version(spark, path, version, app_id)
+        if recorded is None:
+            continue
+        if recorded < txn_version:
+            return version
+        first_at_or_above = version
+    return latest if first_at_or_above is None else max(0, first_at_or_above - 1)
+
+
 def json_object(text: str | None) -> dict[str, Any] | None:
     """A commit's userMetadata as a JSON object; None when absent, not JSON or not an object (foreign commits)."""
     if not text:

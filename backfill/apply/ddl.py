@@ -118,6 +118,8 @@ def partition_membership(schema: TableSchema, physical_id: int) -> Column:
             f"{physical_id} (partition expression {info.get('expr')!r} is not a plain column)"
         )
     column = F.col(quote(expr))
+    # NULL sorts below every value: the first RANGE partition holds it, HASH puts it in partition 0, a
+    # LIST partition only if it lists NULL (MySQL's rules, which TiDB follows).
     if kind == RANGE:
         upper = definitions[index].get("less_than") or ["MAXVALUE"]
         lower = definitions[index - 1].get("less_than") if index > 0 else None
@@ -126,12 +128,15 @@ def partition_membership(schema: TableSchema, physical_id: int) -> Column:
             condition = condition & (column < F.lit(upper[0].strip("'")))
         if lower:
             condition = condition & (column >= F.lit(lower[0].strip("'")))
-        return condition
+        return F.when(column.isNull(), F.lit(index == 0)).otherwise(condition)
     if kind == HASH:
-        return F.pmod(column.cast("bigint"), F.lit(len(definitions))) == index
+        hashed = F.pmod(column.cast("bigint"), F.lit(len(definitions))) == index
+        return F.when(column.isNull(), F.lit(index == 0)).otherwise(hashed)
     if kind == LIST:
         values = [v.strip("'") for group in definitions[index].get("in_values") or [] for v in group]
-        return column.isin(values)
+        takes_null = any(v.upper() == "NULL" for v in values)
+        listed = column.isin([v for v in values if v.upper() != "NULL"])
+        return F.when(column.isNull(), F.lit(takes_null)).otherwise(listed)
     raise InputError(f"table {schema.schema_name}.{schema.name}: partition type {kind} is not supported")
 
 

@@ -8,7 +8,7 @@ name to one another in its own session and in order. A rerun skips what is alrea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
+from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
 from backfill.apply.layout import apply_properties
 from backfill.apply.merge import (
     create_table,
@@ -24,10 +25,9 @@ from backfill.apply.merge import (
     key_range_columns,
     merge_changes,
 )
-from backfill.codec.history import EXCHANGE_PARTITION
 from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
-from backfill.tables import RowIdentity, TrackedTable
+from backfill.tables import RowIdentity
 from tidelake import conventions, delta
 from tidelake.errors import InputError
 from tidelake.faults import fault_point
@@ -77,43 +77,24 @@ def apply_window(
     spark: SparkSession, target: ApplyTarget, window: Window, changes: RowChanges, clock: StageClock
 ) -> list[TableOutcome]:
     """Apply `changes` to every table of `window`; one outcome per table, in window order."""
-    refuse_unsupported_ddls(window)
+    swaps = exchanges(window.tables, window.floors, window.resolved_ts)
     with clock.stage("decode"), input_errors("changes"):
         segments = materialize(spark, target, window, changes)
     tasks = changes.tasks_per_table()
     counts = changes.counts()
     with clock.stage("merge"):
 
-        def apply(session: SparkSession, index: int) -> TableOutcome:
-            outcome = _apply_table(session, target, window, index, segments, counts)
+        def apply(session: SparkSession, index: int) -> Walk:
+            outcome = yield from _apply_table(session, target, window, index, segments, counts, swaps)
             outcome.decode_tasks = tasks.get(index, 0)
             if target.catalog is not None:  # the table's names now follow its folders
                 sync_names(session, target.catalog, window.tables[index].names())
             return outcome
 
-        outcomes = _per_table_in_parallel(spark, window.tables, apply)
+        outcomes = _per_table_in_parallel(spark, window, apply, swaps)
     for segment in segments.values():
         segment.rows.unpersist()
     return outcomes
-
-
-def refuse_unsupported_ddls(window: Window) -> None:
-    """Stop before the first commit at a DDL whose effect on the Delta tables is not computed yet.
-
-    EXCHANGE PARTITION hands a partition's rows to another table and that table's rows to the partition
-    with no row events: neither table's changes say what it holds afterwards. Applying the step as a
-    partition drop and a truncate would leave both tables silently wrong, so the run stops instead.
-    """
-    for index, table in enumerate(window.tables):
-        floor = window.floors[index]
-        for version in table.versions[1:]:
-            if version.job_type == EXCHANGE_PARTITION and floor < version.finished_ts <= window.resolved_ts:
-                raise InputError(
-                    f"table {table.label}: DDL job {version.job_id} (EXCHANGE PARTITION, finished at ts "
-                    f"{version.finished_ts}) swaps rows between a partition and another table without row "
-                    "events, which tidelake does not apply yet; apply it to both Delta tables by hand and "
-                    "restart from a checkpoint after it, or leave these tables out of the job"
-                )
 
 
 def materialize(
@@ -188,27 +169,78 @@ def sharing_groups(names: Sequence[Sequence[Hashable]]) -> list[list[int]]:
     return list(groups.values())
 
 
+Walk = Generator[tuple[str, int], None, TableOutcome]
+"""One table's walk: pauses ("before"/"after", job id) around each EXCHANGE PARTITION step, returns the
+table's outcome."""
+
+
 def _per_table_in_parallel(
-    spark: SparkSession, tables: Sequence[TrackedTable], apply: Callable[[SparkSession, int], TableOutcome]
+    spark: SparkSession,
+    window: Window,
+    walk: Callable[[SparkSession, int], Walk],
+    swaps: Mapping[tuple[int, int], Exchange],
 ) -> list[TableOutcome]:
-    """`apply(session, index)` for every table, in table order within groups of tables that share a name
-    (a rename or re-create hands a path from one table to another), the groups side by side on threads.
+    """`walk(session, index)` for every table, in table order within groups of tables that share a name
+    (a rename or re-create hands a path from one table to another) or an EXCHANGE PARTITION, the groups
+    side by side on threads.
 
     Each group gets its own session: a MERGE takes its transaction id from the session conf, so two
     tables committing at once must not share one.
     """
-    groups = sharing_groups([table.names() for table in tables])
+    names = [
+        [*table.names(), *(("exchange", job) for i, job in swaps if i == index)]
+        for index, table in enumerate(window.tables)
+    ]
     outcomes: dict[int, TableOutcome] = {}
 
     def run_group(group: list[int]) -> None:
         session = spark.newSession()
-        for index in group:
-            outcomes[index] = apply(session, index)
+        outcomes.update(_walk_group(group, lambda index: walk(session, index), swaps, window.floors))
 
     with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
-        for _ in pool.map(run_group, groups):
+        for _ in pool.map(run_group, sharing_groups(names)):
             pass
-    return [outcomes[index] for index in range(len(tables))]
+    return [outcomes[index] for index in range(len(window.tables))]
+
+
+def _walk_group(
+    group: Sequence[int],
+    start: Callable[[int], Walk],
+    swaps: Mapping[tuple[int, int], Exchange],
+    floors: Sequence[int],
+) -> dict[int, TableOutcome]:
+    """Walk the group's tables one at a time, in order. A table pauses before an exchange step until the
+    other table has merged every row up to the job's ts (or committed its side in an earlier run), and
+    after it until the other side is committed too, so that the two commits follow each other."""
+    walks: dict[int, Walk] = {}
+    at: dict[int, tuple[str, int]] = {}
+    passed: set[tuple[int, int]] = set()
+    outcomes: dict[int, TableOutcome] = {}
+
+    def may_go_on(index: int) -> bool:
+        if index not in at:
+            return True
+        phase, job = at[index]
+        swap = swaps[(index, job)]
+        other = swap.partner
+        if other in outcomes or (other, job) in passed or floors[other] >= swap.finished_ts:
+            return True
+        return at.get(other) in ({("before", job), ("after", job)} if phase == "before" else {("after", job)})
+
+    while len(outcomes) < len(group):
+        index = next((i for i in group if i not in outcomes and may_go_on(i)), None)
+        if index is None:
+            raise RuntimeError(f"exchange steps wait on each other: {at}")
+        if index in at and at[index][0] == "after":
+            passed.add((index, at[index][1]))
+        try:
+            if index not in walks:
+                walks[index] = start(index)
+            at[index] = next(walks[index])
+        except StopIteration as stop:
+            outcomes[index] = stop.value
+            at.pop(index, None)
+    return outcomes
 
 
 def _apply_table(
@@ -218,7 +250,8 @@ def _apply_table(
     index: int,
     segments: dict[tuple[int, int], SegmentRows],
     counts: Mapping[tuple[int, int, str], int],
-) -> TableOutcome:
+    swaps: Mapping[tuple[int, int], Exchange],
+) -> Walk:
     """Walk one table through its segments and DDL steps, each a tagged commit."""
     table, floor, resolved_ts = window.tables[index], window.floors[index], window.resolved_ts
     versions = table.versions
@@ -275,10 +308,18 @@ def _apply_table(
             }
             outcome.ddl_steps += 1
             fault_point("apply.before_ddl")
-            outcome.path = apply_ddl_step(
-                spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
-                identity=window.identity(index),
-            )  # fmt: skip
+            swap = swaps.get((index, after.job_id or 0))
+            if swap is not None:
+                yield ("before", swap.job_id)
+                outcome.path = apply_exchange_step(
+                    spark, target.warehouse, version, after, swap, app_id=target.app_id, metadata=metadata
+                )
+                yield ("after", swap.job_id)
+            else:
+                outcome.path = apply_ddl_step(
+                    spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
+                    identity=window.identity(index),
+                )  # fmt: skip
             outcome.resolved_ts = after.finished_ts if outcome.path is not None else None
             outcome.delta_version = delta.table_version(spark, outcome.path) if outcome.path else None
     if outcome.resolved_ts is None:

@@ -8,7 +8,7 @@ schema). Jobs may arrive twice (overlapping scans) or out of order; versions are
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backfill.codec.errors import CodecError
@@ -31,12 +31,30 @@ class SchemaVersion:
     schema: TableSchema | None
     job_id: int | None = None
     job_type: int | None = None
+    query: str | None = field(default=None, compare=False)  # the DDL's text, for messages
 
 
 def job_finished_ts(job: Mapping[str, Any]) -> int:
     binlog = job.get("binlog") or {}
     ts = binlog.get("FinishedTS") or job.get("finished_ts") or 0
     return int(ts)
+
+
+def exchanged_partition_id(job: Mapping[str, Any]) -> int | None:
+    """The partition id of an EXCHANGE PARTITION job's arguments: JobVersion1 stores them as a list
+    ``[partition id, pt schema id, pt table id, partition name, with validation]``, JobVersion2 as one
+    ``ExchangeTablePartitionArgs`` object (``partition_id``, ...), possibly inside a one-element list."""
+    args = job.get("raw_args")
+    if isinstance(args, list) and args:
+        args = args[0]
+    if isinstance(args, Mapping):
+        args = args.get("partition_id")
+    if isinstance(args, bool) or not isinstance(args, int | str):
+        return None
+    try:
+        return int(args)
+    except ValueError:
+        return None
 
 
 class SchemaHistory:
@@ -99,7 +117,13 @@ class SchemaHistory:
             if applies:
                 current = new
                 versions.append(
-                    SchemaVersion(job_finished_ts(job), new, int(job.get("id", 0)), int(job.get("type", 0)))
+                    SchemaVersion(
+                        job_finished_ts(job),
+                        new,
+                        int(job.get("id", 0)),
+                        int(job.get("type", 0)),
+                        str(job.get("query") or "") or None,
+                    )
                 )
         return versions
 
@@ -130,13 +154,19 @@ class SchemaHistory:
         if jtype == DROP_TABLE:
             return None, True, names
         if jtype == EXCHANGE_PARTITION and not current.partition_names:
-            # We are the normal table: it takes over the partition's id (raw_args[0] = partition id).
-            args = job.get("raw_args") or []
-            if args and isinstance(args, list):
-                info = dict(current.table_info)
-                info["id"] = int(args[0])
-                return TableSchema.from_table_info(info, schema_name=current.schema_name), True, names
-            return current, False, names
+            # We are the normal table nt (job.table_id): it takes over the partition's physical id and keeps
+            # its TableInfo otherwise (TiDB's onExchangeTablePartition swaps partDef.ID and nt.ID; the job's
+            # TableInfo is the partitioned table's, TiCDC's snapshot re-creates nt under the partition id).
+            partition_id = exchanged_partition_id(job)
+            if partition_id is None:
+                raise CodecError(
+                    f"DDL job {job.get('id')} (EXCHANGE PARTITION) on table {current.table_id} names no "
+                    f"partition id in raw_args {job.get('raw_args')!r}",
+                    table_id=current.table_id,
+                )
+            info = dict(current.table_info)
+            info["id"] = partition_id
+            return TableSchema.from_table_info(info, schema_name=current.schema_name), True, names
         if jtype == TRUNCATE_TABLE:
             match = infos[0] if infos else None
         else:

@@ -107,6 +107,10 @@ class Catalog:
         """Index of the newest entry of ``uid`` with ``finished_ts <= ts`` (-1: none yet)."""
         return bisect.bisect_right(self._ts.get(uid, ()), ts) - 1
 
+    def finished_ts(self, uid: int, index: int) -> int:
+        """The finish ts of entry ``index`` of ``uid`` (-1: before any)."""
+        return self._ts[uid][index] if index >= 0 else -1
+
     def latest_index(self, uid: int) -> int:
         return len(self._ts[uid]) - 1
 

@@ -52,6 +52,7 @@ ACTION = {
     "drop_partition": 20,
     "truncate_partition": 23,
     "reorganize_partition": 64,
+    "exchange_partition": 42,
 }
 JOB_DONE = 4
 SQL_MODE = 1436549152  # TiDB's default sql_mode bits
@@ -77,6 +78,7 @@ class DdlJob:
     drop_pids: tuple[int, ...] = ()
     raw_args: list[Any] | None = None
     reorg: tuple[PartitionDef, ...] = ()  # REORGANIZE PARTITION: the new partitions the reorg copies into
+    partner: TableVersion | None = None  # EXCHANGE PARTITION: the partitioned table after the job
     start_ts: int = 0
     next_tick: int = 0
 
@@ -103,6 +105,9 @@ class DdlRunner:
         self.job: DdlJob | None = None
         self.done_jobs: list[tuple[int, dict[str, Any]]] = []
         self._names = 0
+        # EXCHANGE PARTITION in two jobs: CREATE TABLE of a normal table shaped like the partitioned one,
+        # then the exchange; (partitioned uid, normal uid, partition) in between, both kept from other DDLs.
+        self._pair: tuple[int, int, PartitionDef] | None = None
 
     # ------------------------------------------------------------ scheduling
 
@@ -114,8 +119,11 @@ class DdlRunner:
         w = self.w
         if self.job is None and self.due and self.due[0] <= w.tick and self.kinds:
             for _ in range(len(self.kinds)):
-                kind = self.kinds[self._cursor % len(self.kinds)]
-                self._cursor += 1
+                if self._pair is not None and self._pair[1] in w.catalog.done:
+                    kind = "exchange_partition"  # the normal table is there: the exchange comes next
+                else:
+                    kind = self.kinds[self._cursor % len(self.kinds)]
+                    self._cursor += 1
                 job = self._plan(kind)
                 if job is not None:
                     self.due.pop(0)
@@ -132,7 +140,7 @@ class DdlRunner:
         job.next_tick = w.tick + w.rng.randint(0, 1)
         if job.destructive and job.frozen_pids:
             w.frozen_pids |= job.frozen_pids
-        elif job.destructive:
+        if job.destructive and (not job.frozen_pids or job.partner is not None):
             w.frozen_uids.add(job.uid)
         w.ddl_uids.add(job.uid)
         self.job = job
@@ -167,10 +175,14 @@ class DdlRunner:
             final = replace(final, update_ts=finished, revision=final.revision + 1)
         w.catalog.finish(job.uid, finished, final, job.transform)
         w.epoch[job.uid] += 1
+        if job.partner is not None:
+            self._finish_exchange(job, finished)
         for pid in job.drop_pids:
             if pid in w.store.tables:
                 w.store.tables[pid].dropped_at = finished
             self.load.pools.pop(pid, None)
+        if job.partner is not None:  # the job's TableInfo is the partitioned table's (FinishTableJob(pt))
+            final = w.catalog.done[job.partner.uid]
         info = job.binlog_info if job.binlog_info is not None else (final.table_info() if final else None)
         self.done_jobs.append((finished, self._job_json(job, finished, info)))
         if w.oplog is not None:
@@ -227,6 +239,18 @@ class DdlRunner:
             "last_schema_version": 0,
         }
 
+    def _finish_exchange(self, job: DdlJob, finished: int) -> None:
+        """The partitioned table's side of an exchange: its new version at the same ts, and the two ids
+        change hands (no row moves: each id keeps its rows and its key pool)."""
+        w, pt = self.w, job.partner
+        assert pt is not None and self._pair is not None
+        w.catalog.finish(pt.uid, finished, replace(pt, update_ts=finished, revision=pt.revision + 1))
+        w.epoch[pt.uid] += 1
+        partition = self._pair[2]
+        w.handovers.setdefault(partition.id, []).append((finished, pt.uid, job.uid))
+        w.handovers.setdefault(job.table_id, []).append((finished, job.uid, pt.uid))
+        self._pair = None
+
     def _reorg_copy(self, job: DdlJob) -> None:
         """REORGANIZE PARTITION's data copy: every live row of the old partitions is written into the new
         partition its key falls in, by the DDL's own transaction, before the job is done (TiDB's
@@ -258,8 +282,9 @@ class DdlRunner:
     def _eligible(self, *, partitioned: bool | None = None) -> list[TableVersion]:
         w = self.w
         out = []
+        paired = self._pair[:2] if self._pair is not None else ()
         for uid, d in sorted(w.catalog.done.items()):
-            if uid in w.frozen_uids or uid in w.ddl_uids or w.long_uids[uid] > 0:
+            if uid in w.frozen_uids or uid in w.ddl_uids or w.long_uids[uid] > 0 or uid in paired:
                 continue
             if partitioned is not None and (d.partition is not None) != partitioned:
                 continue
@@ -291,6 +316,8 @@ class DdlRunner:
             return DdlJob(
                 job_id, kind, uid, v.db, v.name, v.table_id, v.create_sql(), [v.create_sql(mysql=True)], v
             )
+        if kind == "exchange_partition":
+            return self._plan_exchange(job_id)
         partitioned = True if kind.endswith("_partition") else None
         cands = self._eligible(partitioned=partitioned)
         if kind == "drop_table":
@@ -517,6 +544,49 @@ class DdlRunner:
             raw_args=[[p.id for p in old]],  # JobVersion1 finished args: OldPhysicalTblIDs
             reorg=new,
         )
+
+    def _plan_exchange(self, job_id: int) -> DdlJob | None:
+        """EXCHANGE PARTITION, as TiDB runs it (``onExchangeTablePartition``): first a normal table nt with
+        the partitioned table pt's columns (same column ids, as ``CREATE TABLE ... LIKE`` and ``REMOVE
+        PARTITIONING`` leave them: TiDB requires it), whose inserts keep to partition p's range (TiDB
+        validates them); then the job on nt (job.table_id = nt's id, raw_args [p's id, pt's db id, pt's id,
+        p's name, with validation]) that gives nt p's id and p nt's id, done with pt's TableInfo."""
+        w, rng = self.w, self.w.rng
+        if self._pair is None:
+            cands = [d for d in self._eligible(partitioned=True) if d.pk_kind == "int"]
+            if not cands:
+                return None
+            pt = rng.choice(cands)
+            assert pt.partition is not None
+            p = rng.choice(pt.partition.defs)
+            uid = w.next_uid
+            w.next_uid += 1
+            nt = replace(
+                pt, uid=uid, table_id=w.ids.take()[0], name=self._fresh_name(pt.name, "x"), partition=None,
+                update_ts=0, revision=1,
+            )  # fmt: skip
+            w.key_bounds[uid] = (pt.partition.lower_bound(p), p.less_than)
+            self._pair = (pt.uid, uid, p)
+            sql = nt.create_sql()
+            return DdlJob(
+                job_id, "create_table", uid, nt.db, nt.name, nt.table_id, sql, [nt.create_sql(mysql=True)], nt
+            )
+        pt_uid, nt_uid, p = self._pair
+        pt_now, nt_now = w.catalog.done.get(pt_uid), w.catalog.done.get(nt_uid)
+        if pt_now is None or nt_now is None or w.long_uids[pt_uid] or w.long_uids[nt_uid]:
+            return None
+        pt, nt = pt_now, nt_now
+        assert pt.partition is not None
+        swapped = tuple(replace(d, id=nt.table_id) if d.id == p.id else d for d in pt.partition.defs)
+        pt_final = replace(pt, partition=replace(pt.partition, defs=swapped))
+        sql = f"ALTER TABLE {pt.qualified} EXCHANGE PARTITION {quote_ident(p.name)} WITH TABLE {nt.qualified}"
+        return DdlJob(
+            id=job_id, kind="exchange_partition", uid=nt_uid, db=nt.db, table_name=nt.name,
+            table_id=nt.table_id, query=sql, mysql=[sql], final=replace(nt, table_id=p.id),
+            steps=[nt],  # StateWriteOnly: nt carries ExchangePartitionInfo, writers see no change
+            final_state=NONE, destructive=True, frozen_pids=frozenset({p.id, nt.table_id}),
+            raw_args=[p.id, w.db_ids[pt.db], pt.table_id, p.name, True], partner=pt_final,
+        )  # fmt: skip
 
 
 def partition_width(rows: int, partitions: int) -> int:

@@ -96,8 +96,12 @@ def apply_ops(
                     _flush(cur, pending_sql, pending)
                     pending, pending_sql = [], ""
                     conn.commit()
+                    # DDL in autocommit mode: MariaDB 10.11's EXCHANGE PARTITION waits on its own session's
+                    # (empty) transaction until the lock wait timeout otherwise.
+                    conn.autocommit(True)
                     for sql in payload:
                         cur.execute(sql)
+                    conn.autocommit(False)
                     continue
                 cols = tuple(payload)
                 if kind == "put":

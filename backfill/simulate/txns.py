@@ -132,6 +132,12 @@ class Workload:
                 rowid = self._next(d.table_id)
                 return d.table_id, record_key(d.table_id, rowid), {-1: rowid}
             pk = d.pk_columns
+            if d.pk_kind == "int" and d.partition is None and d.uid in self.w.key_bounds:
+                v = rng.randrange(*self.w.key_bounds[d.uid])
+                key = record_key(d.table_id, v)
+                if self._free(d.table_id, key):
+                    return d.table_id, key, {pk[0].id: v}
+                continue
             if d.pk_kind == "int" and d.partition is None:
                 v = self._next(-d.uid, rng.randint(1, 3))
                 return d.table_id, record_key(d.table_id, v), {pk[0].id: v}

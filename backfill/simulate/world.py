@@ -95,6 +95,11 @@ class World:
     long_uids: Counter[int] = field(default_factory=Counter)
     ddl_uids: set[int] = field(default_factory=set)
     next_uid: int = 1
+    key_bounds: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """uid -> [lo, hi): the integer keys a non-partitioned table inserts (the normal table of an EXCHANGE
+    PARTITION keeps to its partition's range, which TiDB validates)."""
+    handovers: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    """pid -> (ts, from uid, to uid): an EXCHANGE PARTITION gave the physical id to another table at ts."""
 
     def emit(self, key: bytes, row: Row) -> None:
         """A change TiKV applied: counted, and forwarded to the running capture if its region listens."""
@@ -122,8 +127,14 @@ class World:
         cat = self.catalog
         if v.origin is not None:
             pid, key, v = v.origin
-        i = cat.entry_index(uid, v.commit_ts - 1)
-        at = cat.version_at(uid, v.commit_ts - 1)
+        # An exchanged id: the row was written by the table that owned the id then, and follows that
+        # table's DDLs up to the handover, then the next owner's (TiDB exchanges only tables whose column
+        # ids agree, so the values carry over as they are).
+        until = cat.finished_ts(uid, to_index)
+        hops = [h for h in self.handovers.get(pid, ()) if v.commit_ts - 1 < h[0] <= until]
+        writer = hops[0][1] if hops else uid
+        i = cat.entry_index(writer, v.commit_ts - 1)
+        at = cat.version_at(writer, v.commit_ts - 1)
         if at is None or pid not in at.physical_ids:
             return None
         if v.phys is not None:
@@ -131,5 +142,8 @@ class World:
         else:
             decoded = decode_row(at.schema, key, v.value)
             row = {c.id: decoded[c.name] for c in at.schema.columns}
+        for ts, frm, to in hops:
+            cat.carry(frm, row, i, cat.entry_index(frm, ts))
+            i = cat.entry_index(to, ts)
         cat.carry(uid, row, i, to_index)
         return row

@@ -158,7 +158,7 @@ def pput(table: dict, pid: int):
     """A row writer for one partition: partition rows use the partition's physical id in the key."""
     row_table = copy.deepcopy(table)
     row_table["id"] = pid
-    row_table.pop("partition")
+    row_table.pop("partition", None)
     return row_table
 
 
@@ -216,43 +216,78 @@ def test_reorganize_partition_keeps_the_rows_and_ignores_its_copy(spark, tmp_pat
     assert read(spark, tmp_path / "wh" / "app" / "events")[1] == [(20, "b", 2, 120), (60, "e", 5, 170)]
 
 
-def test_exchange_partition_stops_the_run_before_any_commit(spark, tmp_path: Path, capsys) -> None:
-    """EXCHANGE PARTITION moves rows between two tables without row events: not applied as a partition
-    drop plus a truncate (both tables silently wrong), but exit 2 naming the job, both tables unchanged.
-    The job is shaped as TiDB writes it: the normal table's id, raw_args [partition id, partitioned
-    table's db id, its id, partition name, with validation], the partitioned table's info after it."""
+def exchange_captures(tmp_path: Path) -> tuple[Path, Capture]:
+    """Partition p0 (id 301, id < 10) of app.events and table app.spare (id 400) swap at ts 150, shaped as
+    TiDB writes the job: the normal table's id, raw_args [partition id, partitioned table's db id, its id,
+    partition name, with validation], the partitioned table's info after it (p0 now has id 400). The first
+    capture ends before the job; the second one writes on both new owners' ids after it."""
     before, spare = partitioned([(301, "p0", "10"), (302, "p1", "MAXVALUE")]), users_table(400, "spare")
     after = partitioned([(400, "p0", "10"), (302, "p1", "MAXVALUE")])
     first = Capture(
         tmp_path / "scans", "s1", checkpoint_ts=100, current_ts=140, tables=[("app", before), ("app", spare)]
     )
-    first.put(1, pput(before, 301), 1, {2: "a", 3: 1}, 109, 110).put(1, spare, 5, {2: "s", 3: 5}, 119, 120)
+    first.put(1, pput(before, 301), 1, {2: "a", 3: 1}, 109, 110).put(
+        1, pput(before, 302), 30, {2: "c", 3: 3}, 111, 112
+    )
+    first.put(1, spare, 5, {2: "s", 3: 5}, 119, 120)
     first.init_and_resolve(140).write()
     job = ddl_job(1, EXCHANGE_PARTITION, "app", after, 150, table_id=400) | {
         "raw_args": [301, 2, 300, "p0", True], "schema_state": 0,
+        "query": "ALTER TABLE `app`.`events` EXCHANGE PARTITION `p0` WITH TABLE `app`.`spare`",
     }  # fmt: skip
     second = Capture(
-        tmp_path / "scans",
-        "s2",
-        checkpoint_ts=140,
-        current_ts=400,
-        tables=[("app", before), ("app", spare)],
-        jobs=[job],
-    )
+        tmp_path / "scans", "s2", checkpoint_ts=140, current_ts=400,
+        tables=[("app", before), ("app", spare)], jobs=[job],
+    )  # fmt: skip
     second.put(1, pput(after, 302), 20, {2: "b", 3: 2}, 159, 160)
+    second.put(1, pput(after, 400), 6, {2: "e", 3: 6}, 161, 162)  # p0's new id: the partitioned table
+    second.put(1, pput(spare, 301), 2, {2: "n", 3: 2}, 163, 164)  # p0's old id: now the normal table's
     conf = tmp_path / "job.toml"
     conf.write_text(f'[job]\nname = "ddl"\n[source]\npath = "{tmp_path / "scans"}"\n'
                     f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
+    return conf, second
+
+
+def test_exchange_partition_swaps_the_rows_of_both_tables(spark, tmp_path: Path) -> None:
+    """A first run stops before the job; the second applies it to both tables at ts 150 (one tagged
+    commit each) and the writes after it on the ids each table took over; a rerun commits nothing."""
+    conf, second = exchange_captures(tmp_path)
     assert main(["run", "--config", str(conf)]) == 0
-    paths = [str(tmp_path / "wh" / "app" / t) for t in ("events", "spare")]
-    versions = [delta.table_version(spark, p) for p in paths]
+    events, spare = tmp_path / "wh" / "app" / "events", tmp_path / "wh" / "app" / "spare"
+    assert read(spark, events)[1] == [(1, "a", 1, 110), (30, "c", 3, 112)]
+    second.init_and_resolve(390).write()
+    assert main(["run", "--config", str(conf)]) == 0
+    assert read(spark, events)[1] == [
+        (5, "s", 5, 120),
+        (6, "e", 6, 162),
+        (20, "b", 2, 160),
+        (30, "c", 3, 112),
+    ]
+    assert read(spark, spare)[1] == [(1, "a", 1, 110), (2, "n", 2, 164)]
+    for path in (events, spare):
+        info = delta.read_commit_info(spark, str(path), delta.table_version(spark, str(path)) - 1)
+        assert info is not None and '"ddl_job_id":1' in info["userMetadata"]
+    versions = [delta.table_version(spark, str(p)) for p in (events, spare)]
+    assert main(["run", "--config", str(conf)]) == 0
+    assert [delta.table_version(spark, str(p)) for p in (events, spare)] == versions
+
+
+def test_exchange_partition_with_an_untracked_table_stops_before_any_commit(
+    spark, tmp_path: Path, capsys
+) -> None:
+    """Only the partitioned table tracked: its rows after the job cannot be known, exit 2 naming the job
+    and both tables (the query), the table unchanged."""
+    conf, second = exchange_captures(tmp_path)
+    conf.write_text(conf.read_text() + 'tables = ["app.events"]\n')  # [target] is the last section
+    assert main(["run", "--config", str(conf)]) == 0
+    path = tmp_path / "wh" / "app" / "events"
+    version = delta.table_version(spark, str(path))
     second.init_and_resolve(390).write()
     capsys.readouterr()
     assert main(["run", "--config", str(conf)]) == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert "DDL job 1 (EXCHANGE PARTITION, finished at ts 150)" in err and "app.events" in err, err
-    assert [delta.table_version(spark, p) for p in paths] == versions
-    assert read(spark, tmp_path / "wh" / "app" / "events")[1] == [(1, "a", 1, 110)]
+    assert "DDL job 1 (EXCHANGE PARTITION, finished at ts 150" in err and "`app`.`spare`" in err, err
+    assert delta.table_version(spark, str(path)) == version
 
 
 def test_common_handle_table_deletes_by_key(spark, tmp_path: Path) -> None:

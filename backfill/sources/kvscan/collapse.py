@@ -9,7 +9,7 @@ cost more than the whole sort.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +55,9 @@ class CollapsePlan:
     segment_bounds: Mapping[int, Sequence[int]]  # table index -> finished ts of its later schema versions
     windows: Mapping[str, tuple[int, int]]  # capture id -> (lo, hi]: the commit ts the run takes from it
     old_values_of: frozenset[int] | None = None  # physical ids whose old values are needed (None: all)
+    # physical id -> (after, until, table index): ids that belong to one table and then another (EXCHANGE
+    # PARTITION hands a partition's id to the normal table and the normal table's id to the partition)
+    handover: Mapping[int, Sequence[tuple[int, int | None, int]]] = field(default_factory=dict)
 
     @classmethod
     def nothing(cls) -> CollapsePlan:
@@ -111,6 +114,21 @@ def _live(physical_id: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan) ->
                 inside &= commit_ts <= until
             live |= inside
     return live
+
+
+def _hand_over(
+    table_idx: np.ndarray, physical_id: np.ndarray, commit_ts: np.ndarray, plan: CollapsePlan
+) -> None:
+    """Give rows of a handed-over id to the table that owns the id at their commit ts (in place)."""
+    for pid, spans in plan.handover.items():
+        rows = physical_id == pid
+        if not rows.any():
+            continue
+        for after, until, index in spans:
+            inside = rows & (commit_ts > after)
+            if until is not None:
+                inside &= commit_ts <= until
+            table_idx[inside] = index
 
 
 def _in_windows(
@@ -170,6 +188,7 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan) -> pa.Table:
         | pc.is_null(keys).to_numpy(zero_copy_only=False)
     ) & in_window | no_commit_ts
     table_idx = _lookup(parts.physical_id, plan.table_of_physical, _UNTRACKED)
+    _hand_over(table_idx, parts.physical_id, commit_ts, plan)
     floor = _lookup(table_idx, plan.table_floor, np.iinfo(np.int64).max)
     keep = (
         ~bad

@@ -37,6 +37,7 @@ from backfill.sources.kvscan.format import (
     parse_tables_jsonl,
 )
 from backfill.sources.kvscan.matcher import COMMITTED
+from backfill.tables import TrackedTable
 from tidelake import fs
 from tidelake.errors import InputError
 from tidelake.sparkerrors import input_errors
@@ -74,6 +75,18 @@ def load_capture_schema(
     everything = build_catalog(tables, jobs, scan.checkpoint_ts, ["*.*"], tables_uri)
     known = frozenset(pid for t in everything.tables for pid in t.physical_ids())
     return CaptureSchema(scan, selected, known)
+
+
+def id_owners(tables: Sequence[TrackedTable]) -> dict[int, list[tuple[int, int | None, int]]]:
+    """Physical id -> its live (after, until] intervals, each with the index of the table it belongs to
+    then, in ts order. An id has one table unless an EXCHANGE PARTITION handed it to another."""
+    owners: dict[int, list[tuple[int, int | None, int]]] = {}
+    for index, table in enumerate(tables):
+        for pid in table.physical_ids():
+            owners.setdefault(pid, []).extend((a, u, index) for a, u in table.live_intervals(pid))
+    for spans in owners.values():
+        spans.sort(key=lambda span: span[0])
+    return owners
 
 
 @dataclass(frozen=True)
@@ -217,10 +230,11 @@ class KvScanSource(Source):
         assert isinstance(window, KvScanWindow) and window.survey is not None and window.windows is not None
         tables = window.tables
         with clock.stage("match+collapse"), input_errors("events"):
+            owners = id_owners(tables)
             plan = CollapsePlan(
-                table_of_physical={pid: i for i, t in enumerate(tables) for pid in t.physical_ids()},
+                table_of_physical={pid: spans[0][2] for pid, spans in owners.items()},
                 known_ids=window.known_ids,
-                live={pid: t.live_intervals(pid) for t in tables for pid in t.physical_ids()},
+                live={pid: [(after, until) for after, until, _ in spans] for pid, spans in owners.items()},
                 table_floor=dict(enumerate(window.floors)),
                 resolved_ts=window.resolved_ts,
                 segment_bounds={i: t.segment_bounds() for i, t in enumerate(tables)},
@@ -231,6 +245,7 @@ class KvScanSource(Source):
                     if any(v.schema is not None and key_columns_need_row(v.schema) for v in t.versions)
                     for pid in t.physical_ids()
                 ),
+                handover={pid: spans for pid, spans in owners.items() if len({s[2] for s in spans}) > 1},
             )
             collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan)
         return DecodedKvChanges(spark, window, collapsed, counts, verify_checksums=self.verify_checksums)
