@@ -181,7 +181,8 @@ class StorageSource(Source):
         """The schema file, which must name the schema and table of its folder (TiCDC builds the path
         from them): one naming another would define, or create, some other table."""
         definition = read_schema_file(fs.read_text(spark, file.path), file.path.rsplit("/", 1)[-1], file.path)
-        if (definition.schema, definition.table) != (file.schema, file.table):
+        named = (definition.schema, definition.table)
+        if named not in {(file.schema, file.table), (unquote(file.schema), unquote(file.table))}:
             raise InputError(
                 f"{file.path}: the schema file names {definition.schema!r}.{definition.table!r}, "
                 f"its folder {file.schema!r}.{file.table!r}"
