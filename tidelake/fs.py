@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tidelake.errors import InputError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -65,7 +67,10 @@ def read_text(spark: SparkSession, uri: str) -> str:
         data = jvm_view(spark).org.apache.commons.io.IOUtils.toByteArray(stream)
     finally:
         stream.close()
-    return bytes(data).decode("utf-8")
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{uri}: not UTF-8 text: {exc}") from None
 
 
 def join(base: str, *parts: str) -> str:

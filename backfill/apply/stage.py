@@ -136,6 +136,10 @@ def _check_keys_exist(spark: SparkSession, path: str, schema: TableSchema, ident
         return
     have = {name.lower() for name in spark.read.format("delta").load(path).columns}
     missing = [key for key in identity.columns(schema) if key.lower() not in have]
+    if (
+        schema.pk_kind == "rowid" and conventions.ROWID not in have
+    ):  # a table without a key carries its row id
+        missing.append(conventions.ROWID)
     if missing:
         raise InputError(
             f"table {schema.schema_name}.{schema.name} (id {schema.table_id}): its schema keys rows by "

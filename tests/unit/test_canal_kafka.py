@@ -65,6 +65,15 @@ def test_rows_are_typed_and_ordered_by_offset() -> None:
     ]  # fmt: skip
 
 
+def test_a_row_without_its_key_column_is_named() -> None:
+    """Filling an absent key like an absent column (its default) would invent the row's identity."""
+    schema = TableSchema.from_table_info(canal_table_info("test", "t", INSERT, 5), schema_name="test")
+    keyless = {**INSERT, "data": [{"name": "a", "price": "1.50"}]}
+    events = decode_canal_records(records(INSERT, keyless))
+    with pytest.raises(InputError, match=r"partition 1 offset 11: a row change without the key column 'id'"):
+        typed_canal_rows(events, schema, time_zone="UTC")
+
+
 def test_without_the_tidb_extension_the_message_is_named() -> None:
     plain = {k: v for k, v in INSERT.items() if k != "_tidb"}
     with pytest.raises(

@@ -34,6 +34,17 @@ def test_metadata_round_trip():
     assert RunRecord.from_metadata({"scans": []}) is None
 
 
+def test_where_earlier_reads_ended_bounds_the_changes_after_them():
+    """From the offset a run's read ended on, a change at or below the watermark it recorded is bad input;
+    the furthest read gives the bound; records without read ends (older versions) give none."""
+    first = RunRecord({P0: 0}, {P0: 40}, {P0: 500, P1: 450}, ("db.a",), 100, 450, read_ends={P0: 60, P1: 50})
+    later = RunRecord({P0: 40}, {P0: 90}, {P0: 900}, ("db.b",), 450, 800, read_ends={P0: 95})
+    assert RunRecord.from_metadata(first.to_metadata()) == first
+    start = run_start([TableRecord("db.a", 450, first), TableRecord("db.b", 800, later)], KEPT)
+    assert start.sent == {P0: (95, 900), P1: (50, 450)}
+    assert run_start([TableRecord("db.a", 500, record({P0: 0}, {P0: 40}))], KEPT).sent == {}
+
+
 def test_a_first_run_starts_at_the_earliest_offsets_kept():
     kept = {P0: PartitionOffsets(5, 100), P1: PartitionOffsets(0, 80)}
     start = run_start([], kept)

@@ -202,6 +202,7 @@ def test_zero_dates_become_null_and_are_counted():
     ("column", "value", "message"),
     [
         ("qty", '"x"', "is not an integer"),
+        ("qty", "1.5", "is not an integer"),  # Arrow alone would truncate it to 1
         ("c_tiny", "300", "out of range"),
         ("status", "9", "ENUM index 9"),
         ("amount", '"1.23456"', "DECIMAL(12,3)"),
@@ -220,6 +221,17 @@ def test_bad_values_name_the_column_and_message(column, value, message):
     key = frame([key_json(9, "shop", "orders")], version=True)
     events = decode_message(key, frame([body.encode()], version=False), topic="t", partition=1, offset=5)
     with pytest.raises(InputError, match=f"offset 5 event 0: column .{column}.: .*{re.escape(message)}"):
+        rows_to_arrow(events, schema)
+
+
+def test_a_row_without_its_key_column_is_an_error():
+    """Filling an absent key like an absent column (its default) would invent the row's identity."""
+    schema = VERSIONS[0].schema
+    col = schema.by_name["qty"]
+    body = f'{{"u":{{"qty":{{"t":{col.tp},"f":{column_flags(schema)["qty"]},"v":1}}}}}}'
+    key = frame([key_json(9, "shop", "orders")], version=True)
+    events = decode_message(key, frame([body.encode()], version=False), topic="t", partition=0, offset=3)
+    with pytest.raises(InputError, match="offset 3 event 0: row event without the key column 'id'"):
         rows_to_arrow(events, schema)
 
 

@@ -46,6 +46,9 @@ class RunRecord:
     run_checkpoint_ts: int
     run_resolved_ts: int
     schemas: Mapping[str, Any] = field(default_factory=dict)  # db.table -> inferred TableInfo
+    # where the run's read ended: every message from there on comes after the resolved events that gave
+    # `watermarks`, so no change in it may be at or below them (empty in records of older versions)
+    read_ends: Mapping[TopicPartition, int] = field(default_factory=dict)
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -57,6 +60,7 @@ class RunRecord:
                 "run_checkpoint_ts": self.run_checkpoint_ts,
                 "run_resolved_ts": self.run_resolved_ts,
                 "schemas": dict(self.schemas),
+                "read_ends": offsets_to_json(self.read_ends),
             }
         }
 
@@ -73,6 +77,7 @@ class RunRecord:
             int(doc.get("run_checkpoint_ts") or 0),
             int(doc.get("run_resolved_ts") or 0),
             dict(doc.get("schemas") or {}),
+            offsets_from_json(doc.get("read_ends")),
         )
 
 
@@ -92,6 +97,8 @@ class Start:
     offsets: dict[TopicPartition, int]
     watermarks: dict[TopicPartition, int]
     checkpoint_ts: int  # the lowest table checkpoint: a table new to the job starts here
+    # per partition (offset, ts): from that offset on, a change at or below ts is bad input (`RunRecord`)
+    sent: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
 
 def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]) -> Start:
@@ -119,7 +126,13 @@ def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition,
         return Start({tp: p.earliest for tp, p in partitions.items()}, {}, 0)
     offsets = {tp: min(c.get(tp, 0) for c, _ in candidates) for tp in partitions}
     watermarks = {tp: min(w.get(tp, 0) for _, w in candidates) for tp in partitions}
-    return Start(offsets, {tp: w for tp, w in watermarks.items() if w}, min(checkpoints, default=0))
+    sent: dict[TopicPartition, tuple[int, int]] = {}
+    for t in tables:
+        for tp, end in (t.record.read_ends if t.record is not None else {}).items():
+            mark = t.record.watermarks.get(tp) if t.record is not None else None
+            if tp in partitions and mark and end > sent.get(tp, (-1, 0))[0]:
+                sent[tp] = (end, mark)
+    return Start(offsets, {tp: w for tp, w in watermarks.items() if w}, min(checkpoints, default=0), sent)
 
 
 def check_offsets(

@@ -143,6 +143,7 @@ class KafkaSource(Source):
         ends = {tp: end for tp, (_, end) in ranges.items()}
         with clock.stage("read"), input_errors("Kafka messages"):
             plan = _survey(events)
+            _check_no_change_below_resolved(events, start.sent, self.config.protocol)
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
         resolved_ts = done.resolved_ts if until_ts is None else min(done.resolved_ts, until_ts)
         blocked = None
@@ -174,6 +175,7 @@ class KafkaSource(Source):
             run_checkpoint_ts=min(floors),
             run_resolved_ts=resolved_ts,
             schemas=schemas,
+            read_ends=ends,
         )
         inputs = tuple(f"{t}[{p}] {b}..{e}" for (t, p), (b, e) in sorted(ranges.items()))
         return KafkaWindow(
@@ -422,7 +424,7 @@ def _survey(events: DataFrame | None) -> _Plan:
         .groupBy("type", "topic", "partition", "schema", "table")
         .agg(
             F.max("ts").alias("ts"),
-            F.max_by(F.when(kind == ROW, F.struct("value", "row_id")), "ts").alias("sample"),
+            F.max_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
             F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
         )
         .collect()
@@ -438,10 +440,51 @@ def _survey(events: DataFrame | None) -> _Plan:
         elif r["type"] == ROW and r["sample"] is not None:
             key, ts = (r["schema"], r["table"]), int(r["ts"])
             if key not in samples or ts > samples[key][0]:  # the table's latest row event over partitions
-                sample = {"value": bytes(r["sample"]["value"]), "row_id": r["sample"]["row_id"]}
+                sample = {
+                    "value": bytes(r["sample"]["value"]),
+                    "row_id": r["sample"]["row_id"],
+                    "where": f"topic {r['topic']!r} partition {r['partition']} offset {r['sample']['offset']}",
+                }
                 samples[key] = (ts, sample)
     ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
     return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()})
+
+
+def _check_no_change_below_resolved(
+    events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple[int, int]], protocol: str
+) -> None:
+    """A row or DDL event at or below a resolved ts its partition sent before it is bad input: a resolved
+    event says every change up to its ts was sent (TiCDC re-sends after a restart only above its
+    checkpoint). Before it: a resolved event read now, or one an earlier run read (`Start.sent`)."""
+    if events is None:
+        return
+    from pyspark.sql import Window as SparkWindow
+    from pyspark.sql import functions as F
+
+    earlier = SparkWindow.partitionBy("topic", "partition").orderBy("offset", "index")
+    before = F.max(F.when(F.col("type") == RESOLVED, F.col("ts"))).over(
+        earlier.rowsBetween(SparkWindow.unboundedPreceding, -1)
+    )
+    recorded = F.lit(None).cast("bigint")
+    for (topic, partition), (end, mark) in sent.items():
+        here = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") >= end)
+        recorded = F.when(here, F.lit(mark)).otherwise(recorded)
+    floor = F.greatest(F.coalesce(before, F.lit(0)), F.coalesce(recorded, F.lit(0)))
+    bad = (
+        events.withColumn("_floor", floor)
+        .filter((F.col("type") != RESOLVED) & (F.col("ts") <= F.col("_floor")) & (F.col("_floor") > 0))
+        .orderBy("topic", "partition", "offset", "index")
+        .limit(1)
+        .collect()
+    )
+    if bad:
+        r = bad[0]
+        what = "row" if r["type"] == ROW else "DDL"
+        raise InputError(
+            f"{protocol}: topic {r['topic']!r} partition {r['partition']} offset {r['offset']}: a {what} event "
+            f"of {r['schema']}.{r['table']} at ts {r['ts']} comes after the partition's resolved ts "
+            f"{r['_floor']}; TiCDC never sends a change at or below a resolved ts it already sent"
+        )
 
 
 def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[broker.TopicPartition, int]:
@@ -502,9 +545,9 @@ def _check_folder_covers_topic(
                 f"at ts {ddl['ts']} ({ddl['ddl_query']!r}) is not in the schema folder {folder} "
                 "(ddl_jobs.jsonl): add the DDL jobs of the upstream up to this ts"
             )
-    for db, name in plan.samples:
+    for (db, name), sample in plan.samples.items():
         if table_matches(patterns, db, name) and f"{db}.{name}" not in names:
             raise InputError(
-                f"rows of {db}.{name} are in the topic but the table is not in the schema folder {folder} "
-                "(tables.jsonl, or a CREATE TABLE in ddl_jobs.jsonl)"
+                f"rows of {db}.{name} are in the topic ({sample['where']}) but the table is not in the "
+                f"schema folder {folder} (tables.jsonl, or a CREATE TABLE in ddl_jobs.jsonl)"
             )

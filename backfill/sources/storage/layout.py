@@ -75,11 +75,14 @@ def parse_metadata(text: str, where: str) -> int:
     """The checkpoint ts of the root ``metadata`` file."""
     try:
         doc = json.loads(text)
-        return int(doc["checkpoint-ts"])
+        ts = doc["checkpoint-ts"]
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise InputError(
             f'{where}: not a storage sink metadata file ({{"checkpoint-ts": ts}}): {exc!r}'
         ) from None
+    if not isinstance(ts, int) or isinstance(ts, bool) or not 0 <= ts < 1 << 64:  # Go's uint64
+        raise InputError(f"{where}: checkpoint-ts {ts!r} is not an unsigned 64-bit integer")
+    return ts
 
 
 def parse_index(text: str, where: str) -> int:

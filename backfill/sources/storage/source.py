@@ -51,6 +51,7 @@ from backfill.sources.ticdc.schema_file import (
     TableDefinition,
     read_schema_file,
     renamed_columns,
+    schema_file_name,
 )
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import fs
@@ -177,7 +178,16 @@ class StorageSource(Source):
         return drops
 
     def _definition(self, spark: SparkSession, file: layout.SchemaFile) -> TableDefinition:
-        return read_schema_file(fs.read_text(spark, file.path), file.path.rsplit("/", 1)[-1], file.path)
+        """The schema file, which must name the schema and table of its folder (TiCDC builds the path
+        from them): one naming another would define, or create, some other table."""
+        definition = read_schema_file(fs.read_text(spark, file.path), file.path.rsplit("/", 1)[-1], file.path)
+        named = (definition.schema, definition.table)
+        if named not in {(file.schema, file.table), (unquote(file.schema), unquote(file.table))}:
+            raise InputError(
+                f"{file.path}: the schema file names {definition.schema!r}.{definition.table!r}, "
+                f"its folder {file.schema!r}.{file.table!r}"
+            )
+        return definition
 
     def _plan_table(
         self,
@@ -256,7 +266,8 @@ class StorageSource(Source):
                         schema = TableSchema.from_table_info(info, schema_name=definition.schema)
                     except (ValueError, CodecError) as exc:
                         raise InputError(
-                            f"{where}: schema version {definition.table_version}: {exc}"
+                            f"{where}: schema version {definition.table_version} "
+                            f"({schema_file_name(definition)}): {exc}"
                         ) from None
                 versions.append(
                     SchemaVersion(definition.table_version, schema, None, definition.type or None)

@@ -182,6 +182,11 @@ def _rows(
     else:
         rows, ops, commit_ts, positions = _each_row(messages, lines, row_type, fields, key_fields, where)
     columns = [list(map(attrgetter(f), rows)) for f in fields]
+    for name, field in zip(column_names, fields, strict=True):
+        # an absent value is filled like TiCDC fills it, which for a key would invent the row's identity
+        if field in key_fields and UNSET in (column := columns[fields.index(field)]):
+            line = positions[column.index(UNSET)]
+            raise InputError(f"{at(where, line)}: a row change without the key column {name!r}")
     filled = None
     if any(UNSET in column for column in columns):  # absent values: NULL here, filled like TiCDC by to_arrow
         filled = [[v is UNSET for v in column] for column in columns]

@@ -394,16 +394,14 @@ class _Decoder:
             else:
                 cells = list(map(dict.get, sections, repeat(name)))
                 absent = None in cells
+            if is_key and None in cells:  # filling it as TiCDC fills an absent column would invent the key
+                i = cells.index(None)
+                kind = "row" if put_list[i] else "delete"
+                raise b.error(i, f"{kind} event without the key column {name!r}")
             try:
                 arr = self._column(col, cells, puts, b, absent=absent)
             except _Bad as e:
                 raise b.error(e.row, f"column {name!r}: {e.message}") from None
-            if is_key and any_delete:
-                missing = [
-                    i for i, (c, p) in enumerate(zip(cells, put_list, strict=True)) if c is None and not p
-                ]
-                if missing:
-                    raise b.error(missing[0], f"delete event without the key column {name!r}")
             if any_delete and not is_key:
                 arr = pc.if_else(is_put, arr, pa.nulls(len(arr), arr.type))
             out.append(arr)
@@ -647,6 +645,8 @@ def _fits_decimal(text: Any, prec: int, scale: int) -> bool:
 
 def _typed(vals: list[Any], typ: pa.DataType, what: str, ok: Callable[[Any], bool] | None = None) -> pa.Array:
     try:
+        if ok is not None and float in set(map(type, vals)):  # Arrow truncates 1.5 to an integer 1
+            raise TypeError("a fraction")
         return pa.array(vals, typ)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
         if ok is None:

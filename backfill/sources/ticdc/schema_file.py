@@ -208,16 +208,16 @@ def parse_schema_file(text: str, where: str) -> TableDefinition:
     if not isinstance(doc, Mapping):
         raise InputError(f"{where}: schema file is not a JSON object")
     try:
-        columns = tuple(_column(c) for c in doc.get("TableColumns") or ())
+        columns = tuple(_column(c) for c in _typed(doc, "TableColumns", list, []))
         definition = TableDefinition(
-            table=str(doc.get("Table") or ""),
-            schema=str(doc["Schema"]),
-            version=int(doc.get("Version") or 0),
-            table_version=int(doc["TableVersion"]),
-            query=str(doc.get("Query") or ""),
-            type=int(doc.get("Type") or 0),
+            table=_typed(doc, "Table", str, ""),
+            schema=_typed(doc, "Schema", str),
+            version=_typed(doc, "Version", int, 0),
+            table_version=_typed(doc, "TableVersion", int),
+            query=_typed(doc, "Query", str, ""),
+            type=_typed(doc, "Type", int, 0),
             columns=columns,
-            total_columns=int(doc.get("TableColumnsTotal") or 0),
+            total_columns=_typed(doc, "TableColumnsTotal", int, 0),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{where}: schema file lacks or mistypes a field: {exc!r}") from None
@@ -228,13 +228,29 @@ def parse_schema_file(text: str, where: str) -> TableDefinition:
     return definition
 
 
+_REQUIRED: Any = object()
+
+
+def _typed(doc: Mapping[str, Any], name: str, kind: type, default: Any = _REQUIRED) -> Any:
+    """``doc[name]`` of Go's type for it (a null is Go's zero value): ``str``, ``list``, or ``int``
+    (never a bool or a fraction, which Go's decoder refuses for an integer field)."""
+    value = doc.get(name)
+    if value is None:
+        if default is _REQUIRED:
+            raise KeyError(name)
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError(f"{name} is {value!r}, not {kind.__name__}")
+    return value
+
+
 def _column(doc: Any) -> TableColumn:
     if not isinstance(doc, Mapping):
         raise TypeError("a TableColumns entry is not an object")
     elems = doc.get("ColumnElems") or ()
     return TableColumn(
-        name=str(doc["ColumnName"]),
-        type=str(doc["ColumnType"]),
+        name=_typed(doc, "ColumnName", str),
+        type=_typed(doc, "ColumnType", str),
         id=str(doc.get("ColumnId") or ""),
         default=doc.get("ColumnDefault", _NO_DEFAULT),
         precision=str(doc.get("ColumnPrecision") or ""),
