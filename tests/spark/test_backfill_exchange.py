@@ -59,6 +59,7 @@ def _exchange_commits(spark, path: Path, job_id: int) -> int:
     return found
 
 
+@pytest.mark.drill  # long tier (80 s): the kill test below runs the same workload at once in the default suite
 def test_capture_by_capture_and_all_at_once_equal_the_expected_state(
     spark, tmp_path: Path, sim: Path
 ) -> None:

@@ -16,7 +16,7 @@ from tidelake.config import PROJECT_ROOT, load_config
 from tidelake.metastore import spark_sql_args
 from tidelake.spark import jar_cache
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]  # long tier: `pytest --drill`
 
 
 def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) -> None:
