@@ -85,7 +85,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     `--drill` (README), not in the default command that CI runs."""
     if config.getoption("--drill"):
         return
-    skip = pytest.mark.skip(reason="the reliability drill runs with --drill (README: The reliability drill)")
+    skip = pytest.mark.skip(
+        reason="long tier (the reliability drill and tests too long for CI): runs with --drill (README: Tests)"
+    )
     for item in items:
         if item.get_closest_marker("drill"):
             item.add_marker(skip)

@@ -62,9 +62,10 @@ def test_simulate_backfill_and_reconcile_against_mariadb(
     spark, tmp_path: Path, mariadb_url: str, capsys
 ) -> None:
     sim = tmp_path / "sim"
-    # Two captures of six DDLs each: every kind comes up (seed 2), and the second run starts from the
-    # first one's checkpoint; each capture more costs a backfill run and a reconcile of every table.
-    assert backfill(["simulate", "--out", str(sim), "--seed", "2", "--tables", "4", "--rows", "20",
+    # Two captures of six DDLs each over three tables: every kind comes up (seed 17), and the second run
+    # starts from the first one's checkpoint; each capture or table more costs a backfill segment per DDL
+    # and a reconcile of every table.
+    assert backfill(["simulate", "--out", str(sim), "--seed", "17", "--tables", "3", "--rows", "20",
                      "--txns", "120", "--scans", "2", "--ddls-per-scan", "6", "--mysql", mariadb_url,
                      "--json"]) == 0  # fmt: skip
     simulated = _json(capsys)

@@ -130,6 +130,7 @@ def test_backfill_status_rerun_and_reconcile_on_s3(
     assert local_s3.credential not in capsys.readouterr().out
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`): the kill and rerun are the apply stage's, proven on local disk in CI
 def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
     spark, local_s3, workload, buckets, tmp_path, monkeypatch
 ) -> None:
@@ -184,6 +185,7 @@ def test_missing_bucket_exit_2_naming_it(spark, local_s3, workload, tmp_path, mo
     assert local_s3.credential not in err
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`): CI covers the demo on disk and the S3 paths above
 def test_demo_on_a_local_s3_server(spark, tmp_path, capsys) -> None:
     """`backfill demo --s3`: the captures go to a bucket through the S3 API, the tables land there, and
     reconcile reads them back from it."""
@@ -206,6 +208,7 @@ def test_demo_on_a_local_s3_server(spark, tmp_path, capsys) -> None:
     assert len(logs) >= 2
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`): CI reads kv-scan captures through the S3 API above
 def test_storage_sink_folder_in_a_bucket(
     spark, local_s3, sink_workload, buckets, tmp_path, monkeypatch
 ) -> None:

@@ -40,6 +40,7 @@ def _config(tmp_path: Path, out: Path):
     return load_config(conf)
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`); CI proves collation keys in sources_agree and the tests below
 def test_capture_by_capture_and_all_at_once_reach_the_expected_state(spark, tmp_path: Path) -> None:
     out = tmp_path / "sim"
     _simulate(out, seed=7)

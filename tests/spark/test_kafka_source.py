@@ -65,9 +65,15 @@ def versions(warehouse: Path, spark) -> dict[str, int]:
 @pytest.mark.parametrize(
     "feed",
     [
-        Changefeed(dispatcher="default", partitions=3, restarts=2, max_batch_size=8),
-        Changefeed(dispatcher="index-value", partitions=4, restarts=2, compression="snappy"),
-        Changefeed(dispatcher="ts", partitions=2, restarts=3, time_zone="Asia/Shanghai"),
+        Changefeed(dispatcher="default", partitions=3, restarts=2, max_batch_size=8, compression="snappy"),
+        pytest.param(  # long tier (`pytest --drill`); the kill and canal-json tests below dispatch by index value
+            Changefeed(dispatcher="index-value", partitions=4, restarts=2, compression="snappy"),
+            marks=pytest.mark.drill,
+        ),
+        pytest.param(  # long tier (`pytest --drill`): a third dispatcher, the same path as the two above
+            Changefeed(dispatcher="ts", partitions=2, restarts=3, time_zone="Asia/Shanghai"),
+            marks=pytest.mark.drill,
+        ),
     ],
     ids=lambda f: f.dispatcher,
 )
@@ -96,6 +102,7 @@ def test_a_published_changefeed_builds_the_expected_tables_once(spark, kafka_bro
     assert versions(tmp_path / "wh", spark) == before
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`): CI keeps the one-run, rerun and kill cases of this source
 def test_runs_between_arrivals_reach_each_resolved_point_and_equal_kv_scan(
     spark, kafka_broker, sim, tmp_path
 ):

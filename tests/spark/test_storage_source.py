@@ -255,6 +255,7 @@ def test_status_reports_the_sink_checkpoint(spark, tmp_path, landed, capsys) -> 
     assert "checkpoint-ts 150" in out or '"newest_scan_ts": 150' in out, out
 
 
+@pytest.mark.drill  # long tier (`pytest --drill`); CI keeps the kv-scan and Kafka kill-between-tables cases
 @pytest.mark.slow  # a simulated sink and four runs: the kill needs several tables. The kill and the rerun
 # are the source-agnostic apply stage's; CSV with old values is the protocol with the most to get wrong.
 @pytest.mark.parametrize("protocol", ["csv"])
