@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# false: a MERGE rewrites the files it touches even where the table has deletion vectors enabled
+MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,13 @@ def file_count(spark: SparkSession, path: str) -> int:
     snapshot = _snapshot(spark, path)
     checksum = snapshot.checksumOpt()  # `numOfFiles()` alone computes the whole state: three Spark jobs
     return int(checksum.get().numFiles() if checksum.isDefined() else snapshot.numOfFiles())
+
+
+def table_bytes(spark: SparkSession, path: str) -> int:
+    """Bytes of the latest version's data files, from the log's checksum where there is one."""
+    snapshot = _snapshot(spark, path)
+    checksum = snapshot.checksumOpt()
+    return int(checksum.get().tableSizeBytes() if checksum.isDefined() else snapshot.sizeInBytes())
 
 
 def table_configuration(spark: SparkSession, path: str) -> dict[str, str]:
@@ -211,8 +220,10 @@ def merge_with_txn(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
+    session_conf: Mapping[str, str] | None = None,
 ) -> bool:
-    """Run the MERGE that `build` makes on the table, as one commit tagged `(app_id, txn_version)`.
+    """Run the MERGE that `build` makes on the table, as one commit tagged `(app_id, txn_version)`,
+    with `session_conf` set for it alone.
 
     Returns False when the app id already reached `txn_version` (before, or by a run that won a race).
     A MERGE that lost a commit race to another writer (`backfill maintain`'s OPTIMIZE, a repair) is run
@@ -227,13 +238,29 @@ def merge_with_txn(
         if before is not None and before >= txn_version:
             return False
         try:
-            with delta_transaction(spark, app_id, txn_version, metadata):
+            with delta_transaction(spark, app_id, txn_version, metadata), _session_conf(spark, session_conf):
                 build(DeltaTable.forPath(spark, path)).execute()
             return True
         except Exception as exc:
             if attempt == MERGE_ATTEMPTS or not is_concurrent_commit(exc):
                 raise
     raise AssertionError("unreachable")
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, settings: Mapping[str, str] | None) -> Iterator[None]:
+    """`settings` on the session for the block; what the session had before is put back after it."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings or {}}
+    for key, value in (settings or {}).items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, previous in before.items():
+            if previous is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, previous)
 
 
 def advance_txn(

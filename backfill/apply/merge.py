@@ -79,20 +79,25 @@ def merge_changes(
     puts_only: bool = False,
     identity: RowIdentity = RowIdentity.HANDLE,
     key_bounds: tuple[Any, Any] | None = None,
+    rewrite_files: bool = False,
 ) -> bool:
     """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
     `key_bounds` (min, max of the changes' leading key column, `key_bounds()`) go into the condition as
     a target-only range, so Delta skips the files whose key statistics lie outside it.
+    `rewrite_files`: the files the MERGE touches are rewritten even where the table has deletion vectors
+    (`TableLayout.copy_on_write_below`).
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
+    session_conf = {delta.MERGE_DELETION_VECTORS: "false"} if rewrite_files else None
     keys = identity.columns(schema)
     if not keys:
         return _merge_multiset(
-            spark, path, schema, changes, app_id=app_id, txn_version=txn_version, metadata=metadata
-        )
+            spark, path, schema, changes, app_id=app_id, txn_version=txn_version, metadata=metadata,
+            session_conf=session_conf,
+        )  # fmt: skip
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys) + key_range_condition(keys[0], key_bounds)
     columns = {quote(name): f"s.{quote(name)}" for name in (*schema.output_names, COMMIT_TS)}
     newer = f"s.{quote(COMMIT_TS)} >= t.{quote(COMMIT_TS)}"
@@ -116,7 +121,10 @@ def merge_changes(
             *(quote(c) for c in (*schema.output_names, COMMIT_TS))
         )
         return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
-    return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    return delta.merge_with_txn(
+        spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata,
+        session_conf=session_conf,
+    )  # fmt: skip
 
 
 # Leading key types whose bounds are written as SQL literals exactly (no time zone, no float rounding).
@@ -173,6 +181,7 @@ def _merge_multiset(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
+    session_conf: Mapping[str, str] | None = None,
 ) -> bool:
     """Net copies of whole rows into a table without a key, in one tagged MERGE.
 
@@ -226,7 +235,10 @@ def _merge_multiset(
             .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
         )
 
-    return delta.merge_with_txn(spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    return delta.merge_with_txn(
+        spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata,
+        session_conf=session_conf,
+    )  # fmt: skip
 
 
 def _all(conditions: list[Any]) -> Any:

@@ -17,7 +17,7 @@ from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
-from backfill.apply.layout import apply_properties
+from backfill.apply.layout import apply_properties, file_size_bytes
 from backfill.apply.merge import (
     create_table,
     has_no_rows,
@@ -293,6 +293,7 @@ def _apply_table(
                     puts_only=segment.puts_only,
                     identity=window.identity(index),
                     key_bounds=segment.key_bounds,
+                    rewrite_files=_rewrites_files(spark, path, layout),
                 ):
                     outcome.upserted += upserts
                     outcome.deleted += deletes
@@ -330,6 +331,15 @@ def _apply_table(
         final = table.schema_at(resolved_ts)
         outcome.reason = "dropped" if final is None and table.start_ts < resolved_ts else "created later"
     return outcome
+
+
+def _rewrites_files(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
+    """Whether a MERGE into the table rewrites the files it touches (a table under the layout's
+    `copy_on_write_below`) rather than writing deletion vectors."""
+    if layout is None or not layout.copy_on_write_below:
+        return False
+    below = file_size_bytes(layout.copy_on_write_below)
+    return below > 0 and delta.table_bytes(spark, path) < below
 
 
 def _metadata(

@@ -23,7 +23,16 @@ def test_splits_follow_region_boundaries_and_balance_events() -> None:
     assert key_range_splits(regions, 1) == []
 
 
-def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows_per_task", [50, None], ids=["hot", "few-rows-one-task"])
+def test_hot_table_is_decoded_by_more_than_one_task(
+    spark, tmp_path: Path, monkeypatch, rows_per_task: int | None
+) -> None:
+    """With 50 rows a task, the 240 rows spread over the key ranges; by default (100k rows a task) they are
+    decoded by one task, which saves a Python round trip per key range."""
+    from backfill.sources.kvscan import source
+
+    if rows_per_task is not None:
+        monkeypatch.setattr(source, "DECODE_ROWS_PER_TASK", rows_per_task)
     hot, cold = users_table(100, "hot"), users_table(200, "cold")
     bounds = [record_key(100, h) for h in range(0, 240, 30)]
     regions = [(1, b"", bounds[1])]
@@ -47,7 +56,10 @@ def test_hot_table_is_decoded_by_more_than_one_task(spark, tmp_path: Path) -> No
 
     by_name = {t.table: t for t in result.tables}
     assert by_name["app.hot"].upserted == 240
-    assert by_name["app.hot"].decode_tasks > 1, "the hot table must spread over several tasks"
+    if rows_per_task is None:
+        assert by_name["app.hot"].decode_tasks == 1, "240 changes are decoded by one task"
+    else:
+        assert by_name["app.hot"].decode_tasks > 1, "the hot table must spread over several tasks"
     assert by_name["app.cold"].decode_tasks == 1
     assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "hot")).count() == 240
 

@@ -40,7 +40,7 @@ def last_operation(spark, path: str) -> dict:
 
 
 def test_new_tables_get_the_layout_and_merges_use_deletion_vectors(spark, warehouse) -> None:
-    target = TargetConfig(warehouse)
+    target = TargetConfig(warehouse, layout=TableLayout(copy_on_write_below="0"))  # DVs at any size
     path = f"{warehouse}/app/users"
     apply(spark, target, [(i, f"n{i}", i, "PUT", 10, i) for i in range(1, 201)], 0, 100)
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
@@ -54,6 +54,23 @@ def test_new_tables_get_the_layout_and_merges_use_deletion_vectors(spark, wareho
     assert merge["operation"] == "MERGE"
     assert int(merge["metrics"]["numTargetDeletionVectorsAdded"]) >= 1, merge["metrics"]
     assert int(merge["metrics"]["numTargetFilesRemoved"]) == 0, "with deletion vectors no file is rewritten"
+    rows = {r["id"]: (r["name"], r["score"]) for r in spark.read.format("delta").load(path).collect()}
+    assert len(rows) == 199 and 7 not in rows and rows[5] == ("five", 50) and rows[6] == ("n6", 6)
+
+
+def test_a_merge_into_a_small_table_rewrites_its_files_and_keeps_deletion_vectors_on(
+    spark, warehouse
+) -> None:
+    target = TargetConfig(warehouse)  # the default layout: copy on write below 16mb
+    path = f"{warehouse}/app/users"
+    apply(spark, target, [(i, f"n{i}", i, "PUT", 10, i) for i in range(1, 201)], 0, 100)
+    apply(spark, target, [(5, "five", 50, "PUT", 110, 1), (7, None, None, "DELETE", 120, 1)], 100, 200)
+    merge = last_operation(spark, path)
+    assert merge["operation"] == "MERGE"
+    assert int(merge["metrics"]["numTargetDeletionVectorsAdded"]) == 0, merge["metrics"]
+    assert int(merge["metrics"]["numTargetFilesRemoved"]) >= 1, "the touched file is rewritten"
+    assert delta.table_configuration(spark, path)["delta.enableDeletionVectors"] == "true"
+    assert spark.conf.get(delta.MERGE_DELETION_VECTORS, None) is None, "the setting is the MERGE's alone"
     rows = {r["id"]: (r["name"], r["score"]) for r in spark.read.format("delta").load(path).collect()}
     assert len(rows) == 199 and 7 not in rows and rows[5] == ("five", 50) and rows[6] == ("n6", 6)
 
@@ -97,6 +114,8 @@ def test_unknown_layout_keys_and_bad_values_are_rejected() -> None:
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"zorder": True}}, "target")
     with pytest.raises(ConfigError, match="target_file_size"):
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"target_file_size": "big"}}, "target")
+    with pytest.raises(ConfigError, match="copy_on_write_below"):
+        load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"copy_on_write_below": "1 tb"}}, "target")
     with pytest.raises(ConfigError, match="not a Delta table property"):
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"properties": {"x": "1"}}}, "target")
     loaded = load_dataclass(
