@@ -134,9 +134,31 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with jvm_stdout_to_stderr():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def jvm_stdout_to_stderr() -> Iterator[None]:
+    """Start the JVM (if this block starts it) with our stderr as its stdout: stdout belongs to the
+    result (`--json`), and Spark and Delta print to the console (VACUUM: "Deleted N files and
+    directories ..."). Our own stdout is back as it was after the block."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:  # the JVM runs already: its stdout is set
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _catalog_settings(target: TargetConfig | None) -> dict[str, str]:

@@ -154,6 +154,33 @@ def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
     assert not (tmp_path / "wh" / "app" / "people").exists()
 
 
+def test_a_rename_killed_before_removing_the_old_table_is_finished_by_the_rerun(spark, tmp_path) -> None:
+    """The state a run killed at `ddl.rename` leaves: the new table committed with the rename's step, the
+    old one not yet removed. The checkpoint is the rename itself, so the rerun must still see the version
+    before it (it once planned from the rename on and kept both tables)."""
+    import shutil
+
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema("users", 100)
+    sink.data("users", 100, 1, csv_line("I", "users", 110, 1, "a", 1))
+    sink.schema("people", 135, query="RENAME TABLE `app`.`users` TO `app`.`people`", action=14)
+    sink.data("people", 135, 1, csv_line("I", "people", 137, 2, "b", 2))
+    sink.checkpoint(134)
+    conf = config(tmp_path)
+    run(spark, conf)
+    left_behind = tmp_path / "users-before-the-rename"
+    shutil.copytree(tmp_path / "wh" / "app" / "users", left_behind)
+    sink.checkpoint(135)
+    run(spark, conf)  # the rename: `people` at its ts, `users` removed ...
+    shutil.copytree(left_behind, tmp_path / "wh" / "app" / "users")  # ... which the kill prevented
+    sink.checkpoint(140)
+
+    run(spark, conf)
+
+    assert not (tmp_path / "wh" / "app" / "users").exists()
+    assert rows(spark, tmp_path, "people") == [(1, "a", 1, 110), (2, "b", 2, 137)]
+
+
 def test_reorganize_partition_keeps_rows_and_exchange_partition_stops_clearly(
     spark, tmp_path, capsys
 ) -> None:

@@ -205,11 +205,15 @@ class StorageSource(Source):
         defs = [definitions[f.path] for f in schema_files]
         starts = segment_starts(defs)
         floor = recorded if recorded is not None else schema_files[0].version
-        # Versions at or below the checkpoint matter only from the newest barrier among them.
+        # Versions at or below the checkpoint matter only from the newest barrier among them, and the
+        # version before it: the walk finishes a rename that a killed run left at the checkpoint.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
+        since = max((s for s in starts if s < first), default=first)
+        versions, segment_of = self._versions(
+            chain[0][0], defs[since:], [s - since for s in starts if s >= since], where
+        )
+        segment_of = segment_of[first - since :]
         defs, schema_files = defs[first:], schema_files[first:]
-        starts = [s - first for s in starts if s >= first]
-        versions, segment_of = self._versions(chain[0][0], defs, starts, where)
         last = versions[-1]
         if dropped_at is not None and dropped_at > last.finished_ts and last.schema is not None:
             versions.append(SchemaVersion(dropped_at, None, None, ACTION_DROP_SCHEMA))
@@ -234,7 +238,7 @@ class StorageSource(Source):
                 if version in own:
                     per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(to_read)
                     ordinal = max(ordinal, *(f.ordinal for f in to_read))
-        table = TrackedTable(tuple(versions), schema_files[0].version)
+        table = TrackedTable(tuple(versions), versions[0].finished_ts)
         newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
         identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
         return PlannedTable(table, floor, per_segment, identity)
