@@ -469,9 +469,17 @@ def _land(
     return topic, wh
 
 
-@pytest.fixture(scope="module", params=["open-protocol", "canal-json"])
-def feed(request, spark, kafka_broker, tmp_path_factory) -> Feed:
-    protocol = request.param
+@pytest.fixture(scope="module")
+def open_feed(spark, kafka_broker, tmp_path_factory) -> Feed:
+    return _feed("open-protocol", spark, kafka_broker, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def canal_feed(spark, kafka_broker, tmp_path_factory) -> Feed:
+    return _feed("canal-json", spark, kafka_broker, tmp_path_factory)
+
+
+def _feed(protocol: str, spark, kafka_broker, tmp_path_factory) -> Feed:
     base_dir = tmp_path_factory.mktemp(f"garbage-kafka-{protocol}")
     sim = base_dir / "sim"
     simulate(
@@ -543,16 +551,6 @@ def _open_message(m: KafkaMessage, keys: list[bytes], values: list[bytes]) -> Ka
     return dataclasses.replace(m, key=frame(keys, version=True), value=frame(values, version=False))
 
 
-def _open_only(feed: Feed) -> None:
-    if feed.protocol != "open-protocol":
-        pytest.skip("an open-protocol class")
-
-
-def _canal_only(feed: Feed) -> None:
-    if feed.protocol != "canal-json":
-        pytest.skip("a canal-json class")
-
-
 # -- open protocol
 
 FRAMING_CUTS = [("key", c) for c in (3, 12, 23)] + [("value", c) for c in (5, 9, 40)]
@@ -560,9 +558,11 @@ FRAMING_CUTS = [("key", c) for c in (3, 12, 23)] + [("value", c) for c in (5, 9,
 
 @pytest.mark.kafka
 @pytest.mark.parametrize(("part", "cut"), FRAMING_CUTS)
-def test_kafka_open_framing_cut(spark, capsys, kafka_broker, feed, tmp_path, part: str, cut: int) -> None:
+def test_kafka_open_framing_cut(
+    spark, capsys, kafka_broker, open_feed, tmp_path, part: str, cut: int
+) -> None:
     """A batch message whose key or value is cut inside the version header, a length prefix or a JSON."""
-    _open_only(feed)
+    feed = open_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         i = _row_messages(rest, feed.protocol)[0]
@@ -591,9 +591,9 @@ def _outside_values(value: bytes) -> list[int]:
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("flip", _value_flips(4, 8))
-def test_kafka_open_value_bit_flip(spark, capsys, kafka_broker, feed, tmp_path, flip) -> None:
+def test_kafka_open_value_bit_flip(spark, capsys, kafka_broker, open_feed, tmp_path, flip) -> None:
     """One bit of a row event's value JSON outside its column values (names, types, flags, syntax)."""
-    _open_only(feed)
+    feed = open_feed
     which, event, at, bit = flip
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
@@ -638,8 +638,10 @@ def _set_int(value: dict, wrong: object) -> bool:
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("case", sorted(WRONG_VALUES))
-def test_kafka_open_value_of_the_wrong_type(spark, capsys, kafka_broker, feed, tmp_path, case: str) -> None:
-    _open_only(feed)
+def test_kafka_open_value_of_the_wrong_type(
+    spark, capsys, kafka_broker, open_feed, tmp_path, case: str
+) -> None:
+    feed = open_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         return rest, _change_row(rest, lambda _key, value: _set_int(value, WRONG_VALUES[case]))
@@ -666,9 +668,9 @@ ROW_DAMAGE: dict[str, Callable[[dict, dict], bool]] = {
 @pytest.mark.kafka
 @pytest.mark.parametrize("case", sorted(ROW_DAMAGE))
 def test_kafka_open_row_of_unknown_table_or_without_key(
-    spark, capsys, kafka_broker, feed, tmp_path, case: str
+    spark, capsys, kafka_broker, open_feed, tmp_path, case: str
 ) -> None:
-    _open_only(feed)
+    feed = open_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         return rest, _change_row(rest, ROW_DAMAGE[case])
@@ -691,12 +693,12 @@ def _resent_after_resolved(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage]
 @pytest.mark.kafka
 @pytest.mark.parametrize("where", ["below the landed resolved ts", "after a resolved event read now"])
 def test_kafka_open_commit_ts_below_the_partitions_resolved_ts(
-    spark, capsys, kafka_broker, feed, tmp_path, where: str
+    spark, capsys, kafka_broker, open_feed, tmp_path, where: str
 ) -> None:
     """A row event whose commit ts is at or below a resolved ts its partition sent before it (one the last
     run read, or one read now): TiCDC never does that (a resolved event says every change up to it was
     sent)."""
-    _open_only(feed)
+    feed = open_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         if where == "after a resolved event read now":
@@ -713,8 +715,10 @@ GARBAGE_TS: tuple[object, ...] = ("x", -5, 1 << 70, 1.5, None)
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("ts", GARBAGE_TS)
-def test_kafka_open_resolved_event_with_garbage_ts(spark, capsys, kafka_broker, feed, tmp_path, ts) -> None:
-    _open_only(feed)
+def test_kafka_open_resolved_event_with_garbage_ts(
+    spark, capsys, kafka_broker, open_feed, tmp_path, ts
+) -> None:
+    feed = open_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         i = next(i for i, m in enumerate(rest) if _is_resolved(m, feed.protocol))
@@ -759,8 +763,8 @@ CANAL_DAMAGE: dict[str, Callable[[dict], None]] = {
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("case", sorted(CANAL_DAMAGE))
-def test_kafka_canal_field_damage(spark, capsys, kafka_broker, feed, tmp_path, case: str) -> None:
-    _canal_only(feed)
+def test_kafka_canal_field_damage(spark, capsys, kafka_broker, canal_feed, tmp_path, case: str) -> None:
+    feed = canal_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         return rest, _change_canal(rest, CANAL_DAMAGE[case])
@@ -770,8 +774,8 @@ def test_kafka_canal_field_damage(spark, capsys, kafka_broker, feed, tmp_path, c
 
 @pytest.mark.kafka
 @pytest.mark.parametrize("cut", _cut(400, 3, 9))
-def test_kafka_canal_cut_mid_json(spark, capsys, kafka_broker, feed, tmp_path, cut: int) -> None:
-    _canal_only(feed)
+def test_kafka_canal_cut_mid_json(spark, capsys, kafka_broker, canal_feed, tmp_path, cut: int) -> None:
+    feed = canal_feed
 
     def damage(rest: list[KafkaMessage]) -> tuple[list[KafkaMessage], int]:
         i = _row_messages(rest, feed.protocol)[1]
