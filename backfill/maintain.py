@@ -172,13 +172,9 @@ def _optimize(spark: SparkSession, path: str, table: str) -> dict[str, Any]:
     if keys and not clustered:
         statement += f" ZORDER BY ({', '.join(quote(k) for k in keys)})"
     size = properties.get(TARGET_FILE_SIZE_PROPERTY)
-    if size is None:
+    # the layout's target file size, for this table's OPTIMIZE only
+    with delta.session_conf_set(spark, None if size is None else {MAX_FILE_SIZE: size}):
         return _metrics(spark.sql(statement))
-    spark.conf.set(MAX_FILE_SIZE, size)  # the layout's target file size, for this table's OPTIMIZE only
-    try:
-        return _metrics(spark.sql(statement))
-    finally:
-        spark.conf.unset(MAX_FILE_SIZE)
 
 
 def _metrics(frame: Any) -> dict[str, Any]:

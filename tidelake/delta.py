@@ -238,7 +238,10 @@ def merge_with_txn(
         if before is not None and before >= txn_version:
             return False
         try:
-            with delta_transaction(spark, app_id, txn_version, metadata), _session_conf(spark, session_conf):
+            with (
+                delta_transaction(spark, app_id, txn_version, metadata),
+                session_conf_set(spark, session_conf),
+            ):
                 build(DeltaTable.forPath(spark, path)).execute()
             return True
         except Exception as exc:
@@ -248,7 +251,7 @@ def merge_with_txn(
 
 
 @contextmanager
-def _session_conf(spark: SparkSession, settings: Mapping[str, str] | None) -> Iterator[None]:
+def session_conf_set(spark: SparkSession, settings: Mapping[str, str] | None) -> Iterator[None]:
     """`settings` on the session for the block; what the session had before is put back after it."""
     before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings or {}}
     for key, value in (settings or {}).items():
