@@ -34,7 +34,7 @@ from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import ChunkStatus, DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
-from reconcile.sparkside import SparkSide, rows_to_frame
+from reconcile.sparkside import SparkSide, bucket_checksums_of_both, rows_to_frame
 from tidelake.conventions import table_path
 from tidelake.errors import InputError
 from tidelake.output import SILENT, Tracker
@@ -330,9 +330,12 @@ def _by_buckets(
     width = bucket_width(upstream.row_estimate(schema.db, schema.table), options.chunk_size)
     clock = _Clock()
     tick = tracker.stage(f"{schema.name}: bucket checksums", 1)
-    up, down = _both(
-        lambda: reader.bucket_checksums(width, by), lambda: delta_side.bucket_checksums(width, by)
-    )
+    if isinstance(reader, SparkSide):  # an upstream in files: both sides in one Spark job
+        up, down = bucket_checksums_of_both(reader, delta_side, width, by)
+    else:
+        up, down = _both(
+            lambda: reader.bucket_checksums(width, by), lambda: delta_side.bucket_checksums(width, by)
+        )
     tick(1)
     names = sorted(set(up) | set(down))
     differing = [b for b in names if up.get(b, (0, 0)) != down.get(b, (0, 0))]

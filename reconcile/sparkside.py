@@ -224,6 +224,25 @@ class SparkSide:
         self._slim = None
 
 
+def bucket_checksums_of_both(
+    upstream: SparkSide, downstream: SparkSide, width: int, by: Sequence[Column]
+) -> tuple[dict[str, Checksum], dict[str, Checksum]]:
+    """`bucket_checksums` of two Spark sides (an upstream in files and the Delta table) in one
+    aggregation over both: one Spark job where two would each pay their planning and scheduling."""
+    from pyspark.sql import functions as F
+
+    def tagged(side: SparkSide, tag: str) -> DataFrame:
+        return side._hashed(by, width).select(F.lit(tag).alias("_side"), BUCKET, HIGH, LOW)
+
+    both = tagged(upstream, "u").unionByName(tagged(downstream, "d"))
+    sums = _sums(both, F.concat(F.col("_side"), F.lit(":"), F.col(BUCKET)))
+    found: dict[str, dict[str, Checksum]] = {"u": {}, "d": {}}
+    for group, value in sums.items():
+        tag, _, bucket = str(group).partition(":")
+        found[tag][bucket] = value
+    return found["u"], found["d"]
+
+
 def _sums(df: DataFrame, group: SparkColumn) -> dict[Any, Checksum]:
     """(count, exact sum of 64-bit row hashes) per group, from the two 32-bit half sums."""
     from pyspark.sql import functions as F

@@ -98,6 +98,11 @@ def table_configuration(spark: SparkSession, path: str) -> dict[str, str]:
     return {str(keys.apply(i)): str(conf.apply(keys.apply(i))) for i in range(keys.size())}
 
 
+def table_schema_string(spark: SparkSession, path: str) -> str:
+    """The latest version's schema as Spark's simple string (`struct<k:int,...>`), from the log, no job."""
+    return str(_snapshot(spark, path).schema().simpleString())
+
+
 def recorded_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The last transaction version recorded for `app_id` in the table's log, or None if never."""
     if not is_delta_table(spark, path):

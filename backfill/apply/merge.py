@@ -288,15 +288,11 @@ def overwrite_table(
     if recorded is not None and recorded >= txn_version:
         return False
     if not create_table(spark, path, schema):
-        properties = {TABLE_ID_PROPERTY: str(schema.table_id)}
-        if "timestamp_ntz" in rows.schema.simpleString():
-            # Delta enables the timestampNtz feature when a table is created with such a column (a renamed
-            # table's new path), but an overwrite that brings the first one to an existing table (ADD COLUMN
-            # ... DATETIME, MODIFY COLUMN to DATETIME) fails unless the feature is already there.
-            properties["delta.feature.timestampNtz"] = "supported"
-        settings = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
-        with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
-            spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
+        properties = _properties_to_change(spark, path, rows, schema)
+        if properties:  # its own commit, and only when something changes: each commit costs a second
+            settings = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+            with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
+                spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
     (
         rows.write.format("delta")
         .mode("overwrite")
@@ -307,3 +303,21 @@ def overwrite_table(
         .save(path)
     )
     return True
+
+
+def _properties_to_change(
+    spark: SparkSession, path: str, rows: DataFrame, schema: TableSchema
+) -> dict[str, str]:
+    """What the table must get before the overwrite: the new table id (TRUNCATE gives one), and the
+    timestampNtz feature when the rows bring the table's first such column. Delta enables that feature
+    when a table is created with such a column (a renamed table's new path), but an overwrite that brings
+    the first one to an existing table (ADD COLUMN ... DATETIME, MODIFY COLUMN to DATETIME) fails unless
+    the feature is already there."""
+    properties = {}
+    if delta.table_configuration(spark, path).get(TABLE_ID_PROPERTY) != str(schema.table_id):
+        properties[TABLE_ID_PROPERTY] = str(schema.table_id)
+    if "timestamp_ntz" in rows.schema.simpleString() and "timestamp_ntz" not in delta.table_schema_string(
+        spark, path
+    ):
+        properties["delta.feature.timestampNtz"] = "supported"
+    return properties

@@ -54,7 +54,7 @@ class FilesUpstream:
         self.path = config.path.rstrip("/")
         self._scans: list[dict[str, Any]] = self._read_index() if self.format == "expected" else []
         self._dump_ts: int | None = None
-        self._scan: str | None = self._scans[-1]["scan_id"] if self._scans else None
+        self._read: dict[str, DataFrame] = {}  # Parquet path -> its frame: the schema read is the data read
         if self.format == "dumpling":
             self._dump_ts = self._read_dump_metadata()
 
@@ -76,14 +76,20 @@ class FilesUpstream:
             return None
         wanted = delta_ts if delta_ts is not None else at_ts
         if wanted is None:
-            self._scan = self._scans[-1]["scan_id"]
             return int(self._scans[-1]["resolved_ts"])
-        for scan in reversed(self._scans):
-            if scan["resolved_ts"] == wanted:
-                self._scan = scan["scan_id"]
-                return wanted
+        if self._scan_at(wanted) is not None:
+            return wanted
         known = ", ".join(str(s["resolved_ts"]) for s in self._scans[-5:])
         raise InputError(f"{self.path}/index.json: no scan resolved ts {wanted} (the last ones: {known})")
+
+    def _scan_at(self, ts: int | None) -> str | None:
+        """The expected-state scan the ts names (the last one for None); None if no scan has that ts.
+        Derived from the ts every time, so that tables compared at different ts never share state."""
+        if not self._scans:
+            return None
+        if ts is None:
+            return str(self._scans[-1]["scan_id"])
+        return next((str(s["scan_id"]) for s in reversed(self._scans) if s["resolved_ts"] == ts), None)
 
     # -- tables
 
@@ -99,7 +105,8 @@ class FilesUpstream:
                     db, _, table = stem.partition(".")
                     names.append((db, table))
             return names
-        root = fs.join(self.path, self._scan) if self._scan is not None else self.path  # "expected": a scan
+        scan = self._scan_at(None)
+        root = fs.join(self.path, scan) if scan is not None else self.path  # "expected": the last scan
         names = []
         for entry in fs.list_dir(self.spark, root):
             if entry.is_dir and not entry.name.startswith(("_", ".")):
@@ -113,9 +120,9 @@ class FilesUpstream:
                 names.append((db, table))
         return sorted(names)
 
-    def _parquet_path(self, db: str, table: str) -> str:
+    def _parquet_path(self, db: str, table: str, ts: int | None) -> str:
         if self.format == "expected":
-            return fs.join(self.path, str(self._scan), db, f"{table}.parquet")
+            return fs.join(self.path, str(self._scan_at(ts)), db, f"{table}.parquet")
         nested = fs.join(self.path, db, f"{table}.parquet")
         return nested if fs.exists(self.spark, nested) else fs.join(self.path, f"{db}.{table}.parquet")
 
@@ -125,10 +132,10 @@ class FilesUpstream:
             if not fs.exists(self.spark, where):
                 raise TableNotFound(f"upstream table {db}.{table}: no {where}")
             return dumpling.parse_create_table(fs.read_text(self.spark, where), db, where)
-        path = self._parquet_path(db, table)
+        path = self._parquet_path(db, table, ts)
         if not fs.exists(self.spark, path):
             raise TableNotFound(f"upstream table {db}.{table}: no {path}")
-        df = self.spark.read.parquet(path)
+        df = self._read[path] = self.spark.read.parquet(path)
         columns = tuple(
             column_from_spark(f.name, f.dataType.simpleString(), f.nullable)
             for f in df.schema.fields
@@ -143,10 +150,10 @@ class FilesUpstream:
     def open_table(
         self, schema: TableSchema, columns: Sequence[Column], digits: FloatDigits, ts: int | None
     ) -> Iterator[SparkSide]:
-        df = self._frame(schema)
+        df = self._frame(schema, ts)
         yield SparkSide(df, Comparison(schema, tuple(columns)), self.json_mode, digits)
 
-    def _frame(self, schema: TableSchema) -> DataFrame:
+    def _frame(self, schema: TableSchema, ts: int | None) -> DataFrame:
         if self.format == "dumpling":
             names = [e.name for e in fs.list_dir(self.spark, self.path)]
             files = dumpling.data_files(names, schema.db, schema.table)
@@ -155,7 +162,9 @@ class FilesUpstream:
                     [], ", ".join(f"{quote_ident(c.name)} {c.delta_type}" for c in schema.columns)
                 )
             return dumpling.read_csv(self.spark, [fs.join(self.path, f) for f in files], schema)
-        return self.spark.read.parquet(self._parquet_path(schema.db, schema.table))
+        path = self._parquet_path(schema.db, schema.table, ts)
+        found = self._read.pop(path, None)
+        return found if found is not None else self.spark.read.parquet(path)
 
     # -- metadata files
 
