@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from reconcile.encoding import EXACT_POWER, FloatDigits, JsonMode
 from reconcile.schema import Column as Col
 from reconcile.schema import Kind
-from tidelake.sqlident import column
+from tidelake.sqlident import column, quote_ident
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -183,40 +183,47 @@ def encode(
     """
     from pyspark.sql import functions as F
 
+    values = [column(c.name) for c in columns]  # each Column is a JVM round trip: made once
     helpers = {}
     for i, c in enumerate(columns):
-        pre = helper(c, column(c.name), json_mode)
+        pre = helper(c, values[i], json_mode)
         if pre is not None:
             helpers[f"_p{i}"] = pre
     staged = df.withColumns(helpers) if helpers else df
     names = [f"_t{i}" for i in range(len(columns))]
     texts = {
-        names[i]: text(c, column(c.name), json_mode, digits, F.col(f"_p{i}") if f"_p{i}" in helpers else None)
+        names[i]: text(c, values[i], json_mode, digits, F.col(f"_p{i}") if f"_p{i}" in helpers else None)
         for i, c in enumerate(columns)
     }
     return staged.withColumns(texts).drop(*helpers), names
 
 
 def fields(names: Sequence[str]) -> Column:
-    """The encoded row from text columns made by `encode`."""
+    """The encoded row from text columns made by `encode` (`field` of each, concatenated).
+
+    Written as one SQL expression: built from `functions` it costs eight JVM round trips per column."""
     from pyspark.sql import functions as F
 
-    return F.concat(*[field(F.col(n)) for n in names])
+    return F.expr(_fields_sql(names))
 
 
-def hash_halves(digest: Column) -> tuple[Column, Column]:
-    """The row hash (the MD5 hex digest's first 64 bits) as two 32-bit halves in BIGINTs: their sums
-    stay exact and cheap (no DECIMAL arithmetic); the checksum is `sum(high) * 2**32 + sum(low)`."""
+def _fields_sql(names: Sequence[str]) -> str:
+    one = "coalesce(concat(cast(length({0}) AS STRING), ':', {0}), 'N')"
+    return "concat(" + ", ".join(one.format(quote_ident(n)) for n in names) + ")"
+
+
+def hash_halves(digest: str) -> tuple[Column, Column]:
+    """The row hash (the MD5 hex digest's first 64 bits of the column `digest`) as two 32-bit halves in
+    BIGINTs: their sums stay exact and cheap (no DECIMAL arithmetic); the checksum is
+    `sum(high) * 2**32 + sum(low)`."""
     from pyspark.sql import functions as F
 
-    return (
-        F.conv(F.substring(digest, 1, 8), 16, 10).cast("bigint"),
-        F.conv(F.substring(digest, 9, 8), 16, 10).cast("bigint"),
-    )
+    half = "CAST(conv(substring({0}, {1}, 8), 16, 10) AS BIGINT)"
+    return F.expr(half.format(quote_ident(digest), 1)), F.expr(half.format(quote_ident(digest), 9))
 
 
-def bucket(encoded: Column, width: int) -> Column:
-    """A hash bucket: the first `width` hex digits of the MD5 of an encoded row or key."""
+def bucket(names: Sequence[str], width: int) -> Column:
+    """A hash bucket: the first `width` hex digits of the MD5 of the encoded text columns `names`."""
     from pyspark.sql import functions as F
 
-    return F.substring(F.md5(encoded), 1, width)
+    return F.expr(f"substring(md5({_fields_sql(names)}), 1, {int(width)})")

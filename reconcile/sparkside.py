@@ -177,9 +177,9 @@ class SparkSide:
         digest = {"_digest": F.md5(sparkenc.fields(names))}
         if bucket_by:
             text_of = {c.name: n for c, n in zip(columns, names, strict=True)}
-            digest[BUCKET] = sparkenc.bucket(sparkenc.fields([text_of[c.name] for c in bucket_by]), width)
+            digest[BUCKET] = sparkenc.bucket([text_of[c.name] for c in bucket_by], width)
         staged = encoded.withColumns(digest)
-        high, low = sparkenc.hash_halves(F.col("_digest"))
+        high, low = sparkenc.hash_halves("_digest")
         return staged.withColumns({HIGH: high, LOW: low}).drop("_digest", *names)
 
     def checksums(self, ranges: Sequence[KeyRange], *, keep: bool = False) -> list[Checksum]:

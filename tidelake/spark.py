@@ -123,6 +123,9 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # PySpark's DataFrame debugging records the Python call site of every `functions` call (a stack
+        # walk and several JVM round trips each): building one reconcile checksum cost ~1 s of it.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         # The backfill caches its collapsed and decoded changes once and reads them once or twice: building
