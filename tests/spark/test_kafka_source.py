@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -221,7 +222,12 @@ def test_backfill_simulate_publishes_to_a_broker(kafka_broker, tmp_path, capsys)
     assert main(args) == 0
     published = json.loads(capsys.readouterr().out)["kafka"]
     consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "tidelake-tests"})
-    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)]
+    deadline = time.monotonic() + 30
+    while True:  # a loaded broker may answer with a high watermark that trails the acknowledged writes
+        ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)]
+        if sum(ends) >= published["messages"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     consumer.close()
     assert published["messages"] == sum(ends) > 0 and all(ends)
     assert main([*args[:2], str(tmp_path / "sim2"), *args[3:9], "--dispatcher", "nope"]) == 2
