@@ -112,12 +112,19 @@ def test_killed_after_the_first_table_of_a_simulated_workload_rerun_loses_nothin
     config = load_config(conf)
     with killed_after_first_table(monkeypatch):
         run_backfill(spark, config)
-    created = [p for p in (tmp_path / "wh").glob("*/*") if (p / "_delta_log").is_dir()]
+    created = {
+        p: delta.table_version(spark, str(p))
+        for p in (tmp_path / "wh").glob("*/*")
+        if (p / "_delta_log").is_dir()
+    }
 
     last = load_index(out)[-1]
     assert run_backfill(spark, config).resolved_ts == last["resolved_ts"]
     every = [p for p in (tmp_path / "wh").glob("*/*") if (p / "_delta_log").is_dir()]
     assert 1 <= len(created) < len(every), "the kill must leave some tables without a Delta table"
+    assert {p: delta.table_version(spark, str(p)) for p in created} == created, (
+        "a finished table is written again"
+    )
     assert warehouse_differences(spark, tmp_path / "wh", out, last["scan_id"]) == []
 
 
