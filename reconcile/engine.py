@@ -35,9 +35,11 @@ from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import ChunkStatus, DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
 from reconcile.sparkside import SparkSide, bucket_checksums_of_both, rows_to_frame
+from tidelake import delta
 from tidelake.conventions import table_path
 from tidelake.errors import InputError
 from tidelake.output import SILENT, Tracker
+from tidelake.spark import execution_conf
 from tidelake.sqlident import column
 
 if TYPE_CHECKING:
@@ -156,7 +158,11 @@ def reconcile_table(
         notes.append(
             f"upstream export is at ts {fixed}, the closest Delta version is at {snapshot.resolved_ts}"
         )
-    with upstream.open_table(schema, comparison.columns, digits, ts) as reader:
+    small = execution_conf(upstream.row_estimate(db, table) or 0, delta.table_bytes(spark, snapshot.path))
+    with (
+        delta.session_conf_set(spark, small),
+        upstream.open_table(schema, comparison.columns, digits, ts) as reader,
+    ):
         if upstream.supports_ranges and comparison.range_keyed:
             outcome = _by_ranges(spark, options, upstream, reader, delta_side, comparison, tracker)
         else:

@@ -31,6 +31,7 @@ from backfill.tables import RowIdentity
 from tidelake import conventions, delta
 from tidelake.errors import InputError
 from tidelake.faults import fault_point
+from tidelake.spark import execution_conf
 from tidelake.sparkerrors import input_errors
 
 if TYPE_CHECKING:
@@ -78,10 +79,18 @@ def apply_window(
 ) -> list[TableOutcome]:
     """Apply `changes` to every table of `window`; one outcome per table, in window order."""
     swaps = exchanges(window.tables, window.floors, window.resolved_ts)
-    with clock.stage("decode"), input_errors("changes"):
+    counts = changes.counts()
+    per_segment: dict[tuple[int, int], int] = {}
+    for (index, seg, _), rows in counts.items():
+        per_segment[(index, seg)] = per_segment.get((index, seg), 0) + rows
+    largest = max(per_segment.values(), default=0)
+    with (
+        clock.stage("decode"),
+        input_errors("changes"),
+        delta.session_conf_set(spark, execution_conf(largest)),
+    ):
         segments = materialize(spark, target, window, changes)
     tasks = changes.tasks_per_table()
-    counts = changes.counts()
     with clock.stage("merge"):
 
         def apply(session: SparkSession, index: int) -> Walk:
@@ -282,26 +291,29 @@ def _apply_table(
             metadata = _metadata(window, floor, merge_version, "merge", upserts, deletes)
             if (index, seg) in segments:
                 segment = segments[(index, seg)]
-                if merge_changes(
-                    spark,
-                    path,
-                    schema,
-                    segment.rows,
-                    app_id=target.app_id,
-                    txn_version=merge_version,
-                    metadata=metadata,
-                    puts_only=segment.puts_only,
-                    identity=window.identity(index),
-                    key_bounds=segment.key_bounds,
-                    rewrite_files=_rewrites_files(spark, path, layout),
-                ):
+                with delta.session_conf_set(spark, _execution_conf(spark, path, upserts + deletes)):
+                    merged = merge_changes(
+                        spark,
+                        path,
+                        schema,
+                        segment.rows,
+                        app_id=target.app_id,
+                        txn_version=merge_version,
+                        metadata=metadata,
+                        puts_only=segment.puts_only,
+                        identity=window.identity(index),
+                        key_bounds=segment.key_bounds,
+                        rewrite_files=_rewrites_files(spark, path, layout),
+                    )
+                if merged:
                     outcome.upserted += upserts
                     outcome.deleted += deletes
             elif merge_version == resolved_ts:
                 current = spark.read.format("delta").load(path).schema
-                delta.advance_txn(
-                    spark, path, current, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
-                )
+                with delta.session_conf_set(spark, _execution_conf(spark, path, 0)):
+                    delta.advance_txn(
+                        spark, path, current, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
+                    )
             outcome.path, outcome.resolved_ts = path, merge_version
             outcome.delta_version = delta.table_version(spark, path)
             fault_point("apply.after_merge")
@@ -314,6 +326,11 @@ def _apply_table(
             outcome.ddl_steps += 1
             fault_point("apply.before_ddl")
             swap = swaps.get((index, after.job_id or 0))
+            before_path = (
+                None
+                if schema is None
+                else conventions.table_path(target.warehouse, schema.schema_name, schema.name)
+            )
             if swap is not None:
                 yield ("before", swap.job_id)
                 outcome.path = apply_exchange_step(
@@ -321,16 +338,25 @@ def _apply_table(
                 )
                 yield ("after", swap.job_id)
             else:
-                outcome.path = apply_ddl_step(
-                    spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
-                    identity=window.identity(index),
-                )  # fmt: skip
+                with delta.session_conf_set(spark, _execution_conf(spark, before_path, 0)):
+                    outcome.path = apply_ddl_step(
+                        spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
+                        identity=window.identity(index),
+                    )  # fmt: skip
             outcome.resolved_ts = after.finished_ts if outcome.path is not None else None
             outcome.delta_version = delta.table_version(spark, outcome.path) if outcome.path else None
     if outcome.resolved_ts is None:
         final = table.schema_at(resolved_ts)
         outcome.reason = "dropped" if final is None and table.start_ts < resolved_ts else "created later"
     return outcome
+
+
+def _execution_conf(spark: SparkSession, path: str | None, changes: int) -> Mapping[str, str] | None:
+    """Interpreted execution for a step of few changes on a small table (`tidelake.spark.execution_conf`):
+    each table's schema would otherwise have Spark compile new code for a few thousand rows."""
+    if path is None or not delta.is_delta_table(spark, path):
+        return execution_conf(changes)
+    return execution_conf(changes, delta.table_bytes(spark, path))
 
 
 def _rewrites_files(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:

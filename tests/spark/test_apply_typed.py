@@ -103,3 +103,30 @@ def test_a_table_without_a_key_is_a_multiset(spark, warehouse) -> None:
     apply(spark, warehouse, schema, [(None, 5, "z", "DELETE", 140, 1)], 100, 200, identity)  # a rerun
     assert delta.table_version(spark, path) == version
     assert Counter(row[:3] for row in read(spark, warehouse, "events")) == second
+
+
+@pytest.mark.parametrize("small_rows", [10_000, 1])
+def test_small_work_merges_interpreted_and_the_rest_compiled_to_the_same_rows(
+    spark, warehouse, monkeypatch, small_rows
+) -> None:
+    """A MERGE of few changes into a small table runs without code generation (tidelake.spark.INTERPRETED);
+    above the bound it keeps the session's own setting. Both give the same rows, and the setting is only
+    for that step."""
+    import backfill.apply.stage as stage
+    import tidelake.spark
+
+    monkeypatch.setattr(tidelake.spark, "SMALL_WORK_ROWS", small_rows)
+    seen: list[str] = []
+    merge = stage.merge_changes
+
+    def recording_merge(session, *args, **kwargs):
+        seen.append(session.conf.get("spark.sql.codegen.wholeStage"))
+        return merge(session, *args, **kwargs)
+
+    monkeypatch.setattr(stage, "merge_changes", recording_merge)
+    schema = TableSchema.from_table_info(users_table(), schema_name="app")
+    apply(spark, warehouse, schema, [(1, "a", 1, "PUT", 10, 1), (2, "b", 2, "PUT", 10, 2)], 0, 100)
+    apply(spark, warehouse, schema, [(1, "c", 3, "PUT", 110, 1), (2, None, None, "DELETE", 120, 1)], 100, 200)
+    assert seen == (["false", "false"] if small_rows > 1 else ["true", "true"])
+    assert read(spark, warehouse, "users") == [(1, "c", 3, 110)]
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"

@@ -109,7 +109,23 @@ def test_expected_state_is_compared_at_the_scan_of_the_delta_resolved_ts(spark, 
     assert code == 2 and "no Delta version has resolved ts 150" in doc["tables"][0]["error"]
 
 
-def test_expected_state_repair_and_recheck(spark, tmp_path, capsys) -> None:
+@pytest.mark.parametrize("interpreted", [True, False], ids=["small-interpreted", "compiled"])
+def test_expected_state_repair_and_recheck(spark, tmp_path, capsys, monkeypatch, interpreted) -> None:
+    """Also: a small table is compared (and repaired) without code generation, a bigger one with it
+    (`tidelake.spark.execution_conf`), to the same result, and the session keeps its own setting."""
+    import reconcile.engine as engine
+    import tidelake.spark
+
+    if not interpreted:
+        monkeypatch.setattr(tidelake.spark, "SMALL_TABLE_BYTES", -1)
+    seen: list[str] = []
+    by_buckets = engine._by_buckets
+
+    def recording(session, *args, **kwargs):
+        seen.append(session.conf.get("spark.sql.codegen.wholeStage"))
+        return by_buckets(session, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "_by_buckets", recording)
     expected, warehouse = tmp_path / "expected", tmp_path / "wh"
     write_expected(expected, [("scan-1", 100, rows(25))], ["id"])
     broken = [r for r in rows(25, bump=3) if r[0] != 4] + [(99, "x", Decimal("1.00"), T0, None, b"", 5)]
@@ -120,6 +136,8 @@ def test_expected_state_repair_and_recheck(spark, tmp_path, capsys) -> None:
     assert code == 0 and (table["missing"], table["extra"], table["changed"]) == (1, 1, 1)
     assert table["repair"]["remaining"] == {"missing": 0, "extra": 0, "changed": 0}
     assert run(capsys, cfg)[0] == 0
+    assert seen == ["false" if interpreted else "true"] * 2
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
 
 
 def test_expected_tables_keyed_by_the_hidden_row_id_compare_as_multisets(spark, tmp_path, capsys) -> None:
