@@ -21,7 +21,7 @@ class TableOutcome:
     resolved_ts: int | None = None  # the transaction version the table reached
     delta_version: int | None = None
     reason: str | None = None  # why the table did not reach the run's resolved ts
-    decode_tasks: int = 0  # Spark tasks that decoded this table's rows (key ranges at work)
+    decode_tasks: int = 0  # Python tasks that ran this table's decode (`sources.decode_tasks`)
 
     def to_dict(self) -> dict[str, Any]:
         return {

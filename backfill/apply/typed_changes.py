@@ -29,8 +29,10 @@ class TypedRowChanges(RowChanges):
         raw: Mapping[tuple[int, int], DataFrame],
         *,
         zero_dates: Callable[[], int] = lambda: 0,
+        decode_tasks: Callable[[], Mapping[int, int]] = dict,
     ) -> None:
         self._zero_dates = zero_dates
+        self._decode_tasks = decode_tasks
         self._frames: dict[tuple[int, int], DataFrame] = {}
         for (table, segment), frame in raw.items():
             schema = window.tables[table].versions[segment].schema
@@ -55,6 +57,9 @@ class TypedRowChanges(RowChanges):
 
     def zero_dates(self) -> int:
         return self._zero_dates()
+
+    def tasks_per_table(self) -> Mapping[int, int]:
+        return self._decode_tasks()
 
     def release(self) -> None:
         for frame in self._frames.values():

@@ -29,10 +29,10 @@ def test_hot_table_is_decoded_by_more_than_one_task(
 ) -> None:
     """With 50 rows a task, the 240 rows spread over the key ranges; by default (100k rows a task) they are
     decoded by one task, which saves a Python round trip per key range."""
-    from backfill.sources.kvscan import source
+    from backfill.sources import decode_tasks
 
     if rows_per_task is not None:
-        monkeypatch.setattr(source, "DECODE_ROWS_PER_TASK", rows_per_task)
+        monkeypatch.setattr(decode_tasks, "DECODE_ROWS_PER_TASK", rows_per_task)
     hot, cold = users_table(100, "hot"), users_table(200, "cold")
     bounds = [record_key(100, h) for h in range(0, 240, 30)]
     regions = [(1, b"", bounds[1])]

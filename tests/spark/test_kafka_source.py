@@ -96,11 +96,35 @@ def test_a_published_changefeed_builds_the_expected_tables_once(spark, kafka_bro
     last = load_index(sim)[-1]
     assert result.resolved_ts == last["resolved_ts"], result.to_dict()
     assert warehouse_differences(spark, tmp_path / "wh", sim, last["scan_id"]) == []
+    # a few hundred changes a table: each table is typed by one Python task, not one per topic partition
+    # (`decode_tasks` counts the tasks that ran the table's decode, rows or not)
+    assert {t.table: t.decode_tasks for t in result.tables if t.upserted} == {
+        t.table: 1 for t in result.tables if t.upserted
+    }
 
     before = versions(tmp_path / "wh", spark)
     again = run_backfill(spark, config)
     assert again.resolved_ts == last["resolved_ts"] and again.note == "nothing new", again.to_dict()
     assert versions(tmp_path / "wh", spark) == before
+
+
+def test_a_table_of_many_changes_is_typed_by_several_tasks(spark, kafka_broker, sim, tmp_path, monkeypatch):
+    """At 10 changes a task (`sources.decode_tasks`), a table whose row events the index-value dispatcher
+    spread over the partitions is typed by more than one task, never by more than the topic has partitions,
+    to the same tables."""
+    from backfill.sources import decode_tasks
+
+    monkeypatch.setattr(decode_tasks, "DECODE_ROWS_PER_TASK", 10)
+    topic = f"open-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="index-value", partitions=3)
+    publish(open_protocol_messages(sim, feed), kafka_broker.bootstrap, partitions=feed.partitions)
+
+    result = run_backfill(spark, load_config(job_config(tmp_path, kafka_broker.bootstrap, topic, sim)))
+
+    last = load_index(sim)[-1]
+    assert warehouse_differences(spark, tmp_path / "wh", sim, last["scan_id"]) == []
+    tasks = {t.table: t.decode_tasks for t in result.tables if t.upserted}
+    assert max(tasks.values()) > 1 and all(1 <= n <= feed.partitions for n in tasks.values()), tasks
 
 
 @pytest.mark.drill  # long tier (`pytest --drill`): CI keeps the one-run, rerun and kill cases of this source

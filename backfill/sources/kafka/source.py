@@ -13,7 +13,7 @@ the shared collapse does the rest.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
@@ -32,6 +32,7 @@ from backfill.sources.base import (
     StageClock,
     Window,
 )
+from backfill.sources.decode_tasks import TaskSet, decode_task_count, note_decoding_task, tasks_per_table
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
 from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
@@ -84,6 +85,7 @@ class KafkaWindow(Window):
     events: Any = None  # DataFrame, persisted
     time_zone: str = "UTC"
     protocol: str = "open-protocol"
+    row_events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (db, table) -> row events read
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class _Plan:
     seen_watermarks: dict[broker.TopicPartition, int]
     ddls: list[dict[str, Any]]
     samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> a row event (value, row_id)
+    row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
 
 
 class KafkaSource(Source):
@@ -190,6 +193,7 @@ class KafkaSource(Source):
             events=events,
             time_zone=self.config.time_zone,
             protocol=self.config.protocol,
+            row_events=plan.row_events,
         )
 
     def _table_records(self, spark: SparkSession, checkpoints: CheckpointBook) -> list[TableRecord]:
@@ -272,6 +276,7 @@ class KafkaSource(Source):
 
         assert isinstance(window, KafkaWindow)
         zero_dates = spark.sparkContext.accumulator(0)
+        tasks = spark.sparkContext.accumulator(set(), TaskSet())
         raw: dict[tuple[int, int], DataFrame] = {}
         if window.events is not None:
             for index, table in enumerate(window.tables):
@@ -283,6 +288,7 @@ class KafkaSource(Source):
                     high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
                     if high <= low:
                         continue
+                    read = window.row_events.get((version.schema.schema_name or "", version.schema.name), 0)
                     rows = typed_rows(
                         window.events,
                         version.schema,
@@ -291,13 +297,19 @@ class KafkaSource(Source):
                         window.time_zone,
                         zero_dates,
                         window.protocol,
+                        decoding=(tasks, index, decode_task_count(read)),
                     )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
                         rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
                     raw[(index, seg)] = rows
         with clock.stage("collapse"), input_errors("Kafka messages"):
-            changes = TypedRowChanges(window, raw, zero_dates=lambda: int(zero_dates.value))
+            changes = TypedRowChanges(
+                window,
+                raw,
+                zero_dates=lambda: int(zero_dates.value),
+                decode_tasks=lambda: tasks_per_table(tasks),
+            )
         if window.events is not None:
             window.events.unpersist()
         return changes
@@ -351,9 +363,13 @@ def typed_rows(
     time_zone: str,
     zero_dates: Any,
     protocol: str = "open-protocol",
+    decoding: tuple[Any, int, int] | None = None,
 ) -> DataFrame:
     """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
-    for canal-json), with `_tidb_line` (position in the partition) for the collapse."""
+    for canal-json), with `_tidb_line` (position in the partition) for the collapse.
+
+    `decoding` = (`TaskSet` accumulator, table index, tasks): the rows are typed by that many Python tasks
+    (`sources.decode_tasks`), not one per topic partition, and the tasks that ran are recorded."""
     from pyspark.sql import functions as F
 
     from backfill.sources.kvscan.decode import spark_ddl
@@ -366,9 +382,17 @@ def typed_rows(
         & (F.col("ts") <= high)
     )
 
+    if decoding is not None:
+        mine = mine.coalesce(decoding[2])
+
+    def noted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        if decoding is not None:
+            note_decoding_task(decoding[0], decoding[1])
+        return batches
+
     def decode_canal(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         names = [*schema.output_names, COMMIT_TS, OP, LINE]
-        for batch in batches:
+        for batch in noted(batches):
             stats = DecodeStats()
             try:
                 typed = typed_canal_rows(
@@ -381,7 +405,7 @@ def typed_rows(
             yield from typed.select(names).replace_schema_metadata(None).to_batches()
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
+        for batch in noted(batches):
             table = pa.Table.from_batches([batch])
             table = table.set_column(
                 table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
@@ -413,7 +437,7 @@ def _survey(events: DataFrame | None) -> _Plan:
     """One pass over the decoded events for the driver (one Spark job): per partition its last resolved
     event (watermark), the DDL events, a row event per table."""
     if events is None:
-        return _Plan({}, [], {})
+        return _Plan({}, [], {}, {})
     from pyspark.sql import functions as F
 
     kind = F.col("type")
@@ -426,12 +450,14 @@ def _survey(events: DataFrame | None) -> _Plan:
             F.max("ts").alias("ts"),
             F.max_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
             F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
+            F.count(F.lit(1)).alias("events"),
         )
         .collect()
     )
     seen: dict[broker.TopicPartition, int] = {}
     ddls: list[dict[str, Any]] = []
     samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    row_events: dict[tuple[str, str], int] = {}
     for r in groups:
         if r["type"] == RESOLVED:
             seen[(r["topic"], r["partition"])] = int(r["ts"])
@@ -439,6 +465,7 @@ def _survey(events: DataFrame | None) -> _Plan:
             ddls += [d.asDict() for d in r["ddls"]]
         elif r["type"] == ROW and r["sample"] is not None:
             key, ts = (r["schema"], r["table"]), int(r["ts"])
+            row_events[key] = row_events.get(key, 0) + int(r["events"])
             if key not in samples or ts > samples[key][0]:  # the table's latest row event over partitions
                 sample = {
                     "value": bytes(r["sample"]["value"]),
@@ -447,7 +474,7 @@ def _survey(events: DataFrame | None) -> _Plan:
                 }
                 samples[key] = (ts, sample)
     ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
-    return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()})
+    return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()}, row_events)
 
 
 def _check_no_change_below_resolved(

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.accumulators import AccumulatorParam
 
 from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
 from backfill.codec.checksum import checksum_failures
 from backfill.codec.keys import key_columns_need_row, key_gives_value
+from backfill.sources.decode_tasks import note_decoding_task
 from tidelake.conventions import BEFORE_PREFIX, COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
 from tidelake.sqlident import quote_ident
@@ -171,17 +171,6 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist([], schema=_nullable(schema))
 
 
-class TaskSet(AccumulatorParam):
-    """Accumulates sets: which (table, task) pairs decoded rows."""
-
-    def zero(self, value: set) -> set:
-        return set()
-
-    def addInPlace(self, value1: set, value2: set) -> set:
-        value1 |= value2
-        return value1
-
-
 def decode_changes(
     changes: DataFrame,
     schema: TableSchema,
@@ -193,11 +182,13 @@ def decode_changes(
 ) -> DataFrame:
     """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version.
 
-    `zero_dates` counts zero dates written as NULL; `tasks` collects `(tag, partition)` for every task
-    that decoded rows, which shows key-range parallelism at work without another Spark job.
+    `zero_dates` counts zero dates written as NULL; `tasks` collects `(tag, partition)` for every Python
+    task that ran this decode (`sources.decode_tasks`), without another Spark job.
     """
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if tasks is not None:
+            note_decoding_task(tasks, tag)
         for batch in batches:
             try:
                 out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)
@@ -205,12 +196,6 @@ def decode_changes(
                 raise in_task(f"cannot decode a row: {schema.schema_name}.{schema.name}: {exc}") from None
             if zero_dates is not None and zeros:
                 zero_dates.add(zeros)
-            if tasks is not None and out.num_rows:
-                from pyspark import TaskContext
-
-                context = TaskContext.get()
-                if context is not None:
-                    tasks.add({(tag, context.partitionId())})
             yield out
 
     columns = ["key", "value", "op", "commit_ts"]

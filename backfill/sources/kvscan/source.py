@@ -22,12 +22,13 @@ from backfill.sources.base import (
     StageClock,
     Window,
 )
+from backfill.sources.decode_tasks import TaskSet, decode_task_count, tasks_per_table
 from backfill.sources.kvscan import keyranges as kr
 from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
 from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
-from backfill.sources.kvscan.decode import TaskSet, decode_changes
+from backfill.sources.kvscan.decode import decode_changes
 from backfill.sources.kvscan.events import read_events
 from backfill.sources.kvscan.format import (
     DDL_JOBS_FILE,
@@ -48,9 +49,6 @@ if TYPE_CHECKING:
     from tidelake.config import SourceConfig
 
 EVENTS_PER_RANGE = 2_000_000  # at most, about: a key range's events are held in memory together
-# A table's changes are decoded by one Python task per this many rows, at most one per key range: every
-# task costs a Python round trip (~0.15 s here) even where the key range holds none of the table's rows.
-DECODE_ROWS_PER_TASK = 100_000
 
 
 @dataclass(frozen=True)
@@ -309,7 +307,7 @@ class DecodedKvChanges(RowChanges):
             rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
         ops = ("PUT",) if puts_only else ("PUT", "DELETE")
         changes = sum(self._counts.get((table, segment, op), 0) for op in ops)
-        rows = rows.coalesce(max(1, -(-changes // DECODE_ROWS_PER_TASK)))  # never more than the key ranges
+        rows = rows.coalesce(decode_task_count(changes))  # never more than the key ranges
         return decode_changes(
             rows, schema, self._zero_dates, self._tasks, tag=table, verify_checksums=self._verify_checksums
         )
@@ -318,10 +316,7 @@ class DecodedKvChanges(RowChanges):
         return int(self._zero_dates.value)
 
     def tasks_per_table(self) -> Mapping[int, int]:
-        per_table: dict[int, set[int]] = {}
-        for index, partition in self._tasks.value:
-            per_table.setdefault(index, set()).add(partition)
-        return {index: len(parts) for index, parts in per_table.items()}
+        return tasks_per_table(self._tasks)
 
     def release(self) -> None:
         self._collapsed.unpersist()
