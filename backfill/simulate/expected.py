@@ -39,16 +39,35 @@ def primary_key(table: pa.Table) -> tuple[str, ...]:
     return tuple(json.loads((table.schema.metadata or {})[PRIMARY_KEY_METADATA]))
 
 
-def _sort_key(names: tuple[str, ...]) -> Any:
-    return lambda row: tuple(row[n] for n in names)
+EXPECTED_BATCH_ROWS = 16_384
+"""Rows decoded to Python values at a time while an expected table is built."""
 
 
 def table_at(world: World, version: TableVersion, ts: int) -> pa.Table:
-    """``version``'s rows as of ``ts`` (which must be >= the last GC safepoint)."""
+    """``version``'s rows as of ``ts`` (which must be >= the last GC safepoint), sorted by primary key.
+
+    The hot table's expected state is built while the store holds a whole window (the run's memory peak),
+    so its rows do not wait as Python values: every ``EXPECTED_BATCH_ROWS`` they become an Arrow batch,
+    only the primary-key values stay for the sort, and the sorted table is taken a column at a time."""
     cat, store = world.catalog, world.store
     to_index = cat.entry_index(version.uid, ts)
-    names = [(c.id, c.name) for c in version.schema.columns]
-    rows: list[dict[str, Any]] = []
+    schema = delta_schema(version)
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+    values = [(columns[c.name], c.id) for c in version.schema.columns]
+    rowids = columns[ROWID_NAME] if version.pk_kind == "rowid" else None
+    commit_ts = columns[COMMIT_TS]
+    pk_names = version.schema.pk_columns
+    pk: list[list[Any]] = [[] for _ in pk_names]
+    batches: list[pa.RecordBatch] = []
+
+    def to_batch() -> None:
+        for name, keep in zip(pk_names, pk, strict=True):
+            keep.extend(columns[name])
+        arrays = [pa.array(columns[f.name], type=f.type) for f in schema]
+        batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+        for column in columns.values():
+            column.clear()
+
     for pid in version.physical_ids:
         t = store.tables.get(pid)
         if t is None:
@@ -60,13 +79,22 @@ def table_at(world: World, version: TableVersion, ts: int) -> pa.Table:
             row = world.logical_row(version.uid, pid, key, v, to_index)
             if row is None:
                 continue
-            out = {name: row[cid] for cid, name in names}
-            if version.pk_kind == "rowid":
-                out[ROWID_NAME] = decode_record_key(key).handle
-            out[COMMIT_TS] = v.commit_ts if v.origin is None else v.origin[2].commit_ts
-            rows.append(out)
-    rows.sort(key=_sort_key(version.schema.pk_columns))
-    return pa.Table.from_pylist(rows, schema=delta_schema(version))
+            for column, cid in values:
+                column.append(row[cid])
+            if rowids is not None:
+                rowids.append(decode_record_key(key).handle)
+            commit_ts.append(v.commit_ts if v.origin is None else v.origin[2].commit_ts)
+            if len(commit_ts) >= EXPECTED_BATCH_ROWS:
+                to_batch()
+    to_batch()
+    # The stable sort of the rows by their primary-key tuples (a one-column key compares as its value).
+    sort_key = pk[0].__getitem__ if len(pk) == 1 else lambda i: tuple(column[i] for column in pk)
+    order = pa.array(sorted(range(len(pk[0])), key=sort_key), type=pa.int64())
+    unsorted = pa.Table.from_batches(batches, schema=schema).columns
+    batches.clear()
+    # Popped one by one: a column's unsorted buffers go as soon as its sorted copy exists.
+    arrays = [unsorted.pop(0).take(order).combine_chunks() for _ in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def expected_tables(world: World, ts: int) -> Iterator[tuple[str, str, pa.Table]]:

@@ -17,7 +17,7 @@ from typing import Any
 from backfill.codec import decode_record_key, decode_row, encode_row, record_key
 from backfill.simulate.capture import COMMIT, COMMITTED, DELETE, PREWRITE, PUT, ROLLBACK
 from backfill.simulate.coltypes import convert, name_vocabulary, random_value, respell
-from backfill.simulate.store import Lock
+from backfill.simulate.store import Lock, pack_phys, unpack_phys
 from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
 from backfill.simulate.world import World, decode_phys
 from tidelake.conventions import ROWID
@@ -58,7 +58,7 @@ class Mutation:
     pid: int
     key: bytes
     put: bool
-    phys: dict[int, Any] | None
+    packed_phys: bytes | None  # store.pack_phys of the column map written (None: a delete)
     value: bytes
     pk: dict[int, Any]  # column id -> value; {-1: rowid} for rowid tables
     drafts: list[bytes] = field(default_factory=list)
@@ -226,7 +226,7 @@ class Workload:
     def _put(self, uid: int, pid: int, key: bytes, pk: dict[int, Any], row: dict[int, Any]) -> Mutation:
         d, wv = self.w.catalog.done[uid], self.w.catalog.writing[uid]
         phys = self._physical(wv, row)
-        return Mutation(uid, pid, key, True, phys, self._encode(d, wv, key, phys), pk)
+        return Mutation(uid, pid, key, True, pack_phys(phys), self._encode(d, wv, key, phys), pk)
 
     def _current(self, uid: int, pid: int, key: bytes) -> dict[int, Any]:
         cat = self.w.catalog
@@ -422,7 +422,7 @@ class Workload:
             for m in txn.muts:
                 prev = w.store.latest(m.pid, m.key)
                 old = prev.value if prev is not None and prev.put else b""
-                w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.phys)
+                w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.packed_phys)
                 w.emit(
                     m.key,
                     (
@@ -511,7 +511,7 @@ class Workload:
     def _commit(self, txn: Txn, m: Mutation) -> None:
         w = self.w
         w.store.remove_lock(m.pid, m.key)
-        w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.phys)
+        w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.packed_phys)
         w.emit(m.key, (COMMIT, txn.start_ts, txn.commit_ts, PUT if m.put else DELETE, m.key, b"", None, 0))
 
     def _log(self, txn: Txn) -> None:
@@ -523,13 +523,14 @@ class Workload:
             d = w.catalog.done.get(m.uid)
             if d is None or m.pid not in d.physical_ids:
                 continue
+            phys = None if m.packed_phys is None else unpack_phys(m.packed_phys)
             if w.changes is not None:
-                w.changes.row(w, txn.commit_ts, d, m.pid, m.key, m.put, m.phys)
+                w.changes.row(w, txn.commit_ts, d, m.pid, m.key, m.put, phys)
             if w.oplog is None:
                 continue
             if m.put:
-                assert m.phys is not None
-                row = decode_phys(d, m.phys)
+                assert phys is not None
+                row = decode_phys(d, phys)
                 named = {c.name: row[c.id] for c in d.schema.columns}
                 if -1 in m.pk:
                     named[ROWID] = m.pk[-1]
