@@ -17,7 +17,8 @@ from typing import Any
 from backfill.codec import decode_record_key, decode_row, encode_row, record_key
 from backfill.simulate.capture import COMMIT, COMMITTED, DELETE, PREWRITE, PUT, ROLLBACK
 from backfill.simulate.coltypes import convert, name_vocabulary, random_value, respell
-from backfill.simulate.store import Lock, pack_phys, unpack_phys
+from backfill.simulate.packed import pack_phys, unpack_phys
+from backfill.simulate.store import Lock
 from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
 from backfill.simulate.world import World, decode_phys
 from tidelake.conventions import ROWID
@@ -58,7 +59,7 @@ class Mutation:
     pid: int
     key: bytes
     put: bool
-    packed_phys: bytes | None  # store.pack_phys of the column map written (None: a delete)
+    packed_phys: bytes | None  # packed.pack_phys of the column map written (None: a delete)
     value: bytes
     pk: dict[int, Any]  # column id -> value; {-1: rowid} for rowid tables
     drafts: list[bytes] = field(default_factory=list)

@@ -137,8 +137,8 @@ class World:
         at = cat.version_at(writer, v.commit_ts - 1)
         if at is None or pid not in at.physical_ids:
             return None
-        if v.phys is not None:
-            row = decode_phys(at, v.phys)
+        if (phys := v.phys) is not None:  # unpacked once: each read makes a fresh copy
+            row = decode_phys(at, phys)
         else:
             decoded = decode_row(at.schema, key, v.value)
             row = {c.id: decoded[c.name] for c in at.schema.columns}

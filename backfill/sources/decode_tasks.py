@@ -3,16 +3,21 @@
 Every Python task is a round trip (~0.15 s on 2 cores) even where its input partition holds none of the
 table's rows, and a window of many small tables pays it per table and partition (key ranges of a capture,
 partitions of a Kafka topic). So a table's changes are decoded by one task per `DECODE_ROWS_PER_TASK`
-rows, never by more tasks than its input has partitions (`coalesce`: no shuffle). Which tasks did decode
-rows is gathered in an accumulator, without another Spark job, for the report's `decode_tasks`.
+rows, never by more tasks than its input has partitions (`coalesce`: no shuffle). The tasks that ran a
+table's decode, rows or not, are gathered in an accumulator, without another Spark job, for the report's
+`decode_tasks`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from pyspark.accumulators import AccumulatorParam
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 DECODE_ROWS_PER_TASK = 100_000
 
@@ -22,7 +27,7 @@ def decode_task_count(rows: int) -> int:
     return max(1, -(-rows // DECODE_ROWS_PER_TASK))
 
 
-class TaskSet(AccumulatorParam):
+class _TaskSet(AccumulatorParam):
     """Accumulates sets: which (table, task) pairs ran a decode."""
 
     def zero(self, value: set) -> set:
@@ -33,21 +38,37 @@ class TaskSet(AccumulatorParam):
         return value1
 
 
-def note_decoding_task(tasks: Any, tag: Hashable) -> None:
-    """Inside a task that runs the decode of the table `tag`: record it in the `TaskSet` accumulator."""
-    from pyspark import TaskContext
+@dataclass(frozen=True)
+class DecodeTally:
+    """What one table's decode function carries to the executors to record the task it runs in."""
 
-    context = TaskContext.get()
-    if context is not None:
-        tasks.add({(tag, context.partitionId())})
+    seen: Any  # the run's accumulator of (table, partition) pairs
+    table: int
+
+    def note(self) -> None:
+        """Inside a task, once, before its first batch: record it (a task that gets no rows counts too)."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None:
+            self.seen.add({(self.table, context.partitionId())})
 
 
-def tasks_per_table(tasks: Any) -> Mapping[int, int]:
-    """Tasks that ran a decode, per table index, from a `TaskSet` accumulator (read on the driver)."""
-    per_table: dict[int, set[int]] = {}
-    for index, partition in tasks.value:
-        per_table.setdefault(index, set()).add(partition)
-    return {index: len(parts) for index, parts in per_table.items()}
+class DecodeTasks:
+    """The Python tasks that ran each table's decode in one run."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._seen = spark.sparkContext.accumulator(set(), _TaskSet())
+
+    def tally(self, table: int) -> DecodeTally:
+        return DecodeTally(self._seen, table)
+
+    def per_table(self) -> Mapping[int, int]:
+        """Tasks per table index (read on the driver, after the decode ran)."""
+        per_table: dict[int, set[int]] = {}
+        for index, partition in self._seen.value:
+            per_table.setdefault(index, set()).add(partition)
+        return {index: len(parts) for index, parts in per_table.items()}
 
 
-__all__ = ["DECODE_ROWS_PER_TASK", "TaskSet", "decode_task_count", "note_decoding_task", "tasks_per_table"]
+__all__ = ["DECODE_ROWS_PER_TASK", "DecodeTally", "DecodeTasks", "decode_task_count"]

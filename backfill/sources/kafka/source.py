@@ -32,7 +32,7 @@ from backfill.sources.base import (
     StageClock,
     Window,
 )
-from backfill.sources.decode_tasks import TaskSet, decode_task_count, note_decoding_task, tasks_per_table
+from backfill.sources.decode_tasks import DecodeTally, DecodeTasks, decode_task_count
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
 from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
@@ -276,7 +276,7 @@ class KafkaSource(Source):
 
         assert isinstance(window, KafkaWindow)
         zero_dates = spark.sparkContext.accumulator(0)
-        tasks = spark.sparkContext.accumulator(set(), TaskSet())
+        tasks = DecodeTasks(spark)
         raw: dict[tuple[int, int], DataFrame] = {}
         if window.events is not None:
             for index, table in enumerate(window.tables):
@@ -297,7 +297,8 @@ class KafkaSource(Source):
                         window.time_zone,
                         zero_dates,
                         window.protocol,
-                        decoding=(tasks, index, decode_task_count(read)),
+                        tally=tasks.tally(index),
+                        tasks=decode_task_count(read),
                     )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
@@ -308,7 +309,7 @@ class KafkaSource(Source):
                 window,
                 raw,
                 zero_dates=lambda: int(zero_dates.value),
-                decode_tasks=lambda: tasks_per_table(tasks),
+                decode_tasks=tasks.per_table,
             )
         if window.events is not None:
             window.events.unpersist()
@@ -363,13 +364,14 @@ def typed_rows(
     time_zone: str,
     zero_dates: Any,
     protocol: str = "open-protocol",
-    decoding: tuple[Any, int, int] | None = None,
+    tally: DecodeTally | None = None,
+    tasks: int | None = None,
 ) -> DataFrame:
     """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
     for canal-json), with `_tidb_line` (position in the partition) for the collapse.
 
-    `decoding` = (`TaskSet` accumulator, table index, tasks): the rows are typed by that many Python tasks
-    (`sources.decode_tasks`), not one per topic partition, and the tasks that ran are recorded."""
+    `tasks`: the rows are typed by that many Python tasks (`sources.decode_tasks`), not one per topic
+    partition; `tally` records the tasks that ran."""
     from pyspark.sql import functions as F
 
     from backfill.sources.kvscan.decode import spark_ddl
@@ -382,12 +384,12 @@ def typed_rows(
         & (F.col("ts") <= high)
     )
 
-    if decoding is not None:
-        mine = mine.coalesce(decoding[2])
+    if tasks is not None:
+        mine = mine.coalesce(tasks)
 
     def noted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        if decoding is not None:
-            note_decoding_task(decoding[0], decoding[1])
+        if tally is not None:
+            tally.note()
         return batches
 
     def decode_canal(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -18,7 +18,7 @@ from backfill.codec import CodecError, TableSchema, decode_batch, decode_keys
 from backfill.codec.arrow import ZERO_DATES_METADATA_KEY
 from backfill.codec.checksum import checksum_failures
 from backfill.codec.keys import key_columns_need_row, key_gives_value
-from backfill.sources.decode_tasks import note_decoding_task
+from backfill.sources.decode_tasks import DecodeTally
 from tidelake.conventions import BEFORE_PREFIX, COMMIT_TS, OP
 from tidelake.sparkerrors import in_task
 from tidelake.sqlident import quote_ident
@@ -175,20 +175,19 @@ def decode_changes(
     changes: DataFrame,
     schema: TableSchema,
     zero_dates: Accumulator[int] | None = None,
-    tasks: Accumulator[set] | None = None,
-    tag: object = None,
+    tally: DecodeTally | None = None,
     *,
     verify_checksums: bool = True,
 ) -> DataFrame:
     """Typed rows (`schema` + `_tidb_commit_ts` + `_tidb_op`) from collapsed changes of one schema version.
 
-    `zero_dates` counts zero dates written as NULL; `tasks` collects `(tag, partition)` for every Python
-    task that ran this decode (`sources.decode_tasks`), without another Spark job.
+    `zero_dates` counts zero dates written as NULL; `tally` records every Python task that ran this decode
+    (`sources.decode_tasks`), without another Spark job.
     """
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if tasks is not None:
-            note_decoding_task(tasks, tag)
+        if tally is not None:
+            tally.note()
         for batch in batches:
             try:
                 out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)

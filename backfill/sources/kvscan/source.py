@@ -22,7 +22,7 @@ from backfill.sources.base import (
     StageClock,
     Window,
 )
-from backfill.sources.decode_tasks import TaskSet, decode_task_count, tasks_per_table
+from backfill.sources.decode_tasks import DecodeTasks, decode_task_count
 from backfill.sources.kvscan import keyranges as kr
 from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
@@ -292,7 +292,7 @@ class DecodedKvChanges(RowChanges):
         self._collapsed = collapsed
         self._counts = counts
         self._zero_dates = spark.sparkContext.accumulator(0)
-        self._tasks = spark.sparkContext.accumulator(set(), TaskSet())
+        self._tasks = DecodeTasks(spark)
 
     def counts(self) -> Mapping[tuple[int, int, str], int]:
         return self._counts
@@ -309,14 +309,14 @@ class DecodedKvChanges(RowChanges):
         changes = sum(self._counts.get((table, segment, op), 0) for op in ops)
         rows = rows.coalesce(decode_task_count(changes))  # never more than the key ranges
         return decode_changes(
-            rows, schema, self._zero_dates, self._tasks, tag=table, verify_checksums=self._verify_checksums
+            rows, schema, self._zero_dates, self._tasks.tally(table), verify_checksums=self._verify_checksums
         )
 
     def zero_dates(self) -> int:
         return int(self._zero_dates.value)
 
     def tasks_per_table(self) -> Mapping[int, int]:
-        return tasks_per_table(self._tasks)
+        return self._tasks.per_table()
 
     def release(self) -> None:
         self._collapsed.unpersist()
