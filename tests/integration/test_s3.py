@@ -16,7 +16,7 @@ from backfill.run import run_backfill
 from backfill.simulate import SimulationConfig, load_index, simulate
 from backfill.simulate.storage_codec import CsvOptions
 from backfill.simulate.storage_sink import StorageSink
-from tests.kill import killed_after_first_table
+from tests.kill import killed_after_first_table, table_label
 from tidelake import delta, fs
 from tidelake.config import load_config
 from tidelake.objectstore import configure
@@ -147,10 +147,11 @@ def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
         write_config(tmp_path / "k.toml", local_s3, source, f"{warehouses}/killed", workload)
     )
 
-    with killed_after_first_table(monkeypatch):
+    with killed_after_first_table(monkeypatch) as finished:
         run_backfill(spark, config)
     done = versions(spark, f"{warehouses}/killed")
-    assert len(done) >= 1
+    (first,) = finished
+    assert set(done) == {table_label(first)}, "the kill leaves exactly the table that finished its walk"
 
     assert run_backfill(spark, config).resolved_ts == load_index(workload)[-1]["resolved_ts"]
     after = versions(spark, f"{warehouses}/killed")

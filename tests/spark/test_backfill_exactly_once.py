@@ -9,7 +9,7 @@ import pytest
 
 from backfill.run import run_backfill
 from tests.captures import Capture, users_table
-from tests.kill import killed_after_first_table
+from tests.kill import killed_after_first_table, table_label
 from tidelake import delta
 from tidelake.config import load_config
 
@@ -110,18 +110,22 @@ def test_killed_after_the_first_table_of_a_simulated_workload_rerun_loses_nothin
     conf.write_text(f'[job]\nname = "once"\n[source]\npath = "{out / "scans"}"\n'
                     f'[target]\nwarehouse = "{tmp_path / "wh"}"\n')  # fmt: skip
     config = load_config(conf)
-    with killed_after_first_table(monkeypatch):
+    with killed_after_first_table(monkeypatch) as finished:
         run_backfill(spark, config)
     created = {
         p: delta.table_version(spark, str(p))
         for p in (tmp_path / "wh").glob("*/*")
         if (p / "_delta_log").is_dir()
     }
+    (first,) = finished
+    assert {f"{p.parent.name}.{p.name}" for p in created} == {table_label(first)}, (
+        "the kill leaves exactly the table that finished its walk"
+    )
 
     last = load_index(out)[-1]
     assert run_backfill(spark, config).resolved_ts == last["resolved_ts"]
     every = [p for p in (tmp_path / "wh").glob("*/*") if (p / "_delta_log").is_dir()]
-    assert 1 <= len(created) < len(every), "the kill must leave some tables without a Delta table"
+    assert set(every) > set(created), "the rerun builds the tables the kill left out"
     assert {p: delta.table_version(spark, str(p)) for p in created} == created, (
         "a finished table is written again"
     )
