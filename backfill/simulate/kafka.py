@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -293,6 +294,24 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     yield from producer.flush()
 
 
+def _await_leaders(producer: Any, topic: str, timeout_s: float) -> None:
+    """Wait until the producer's own metadata shows ``topic`` with a leader for every partition.
+
+    A just-created topic can be reported missing for a moment; librdkafka then drops its partition
+    objects and their idempotence sequence numbers, and the broker takes the resent first messages for
+    duplicates, acknowledging them without writing them (confluentinc/librdkafka#3712). Producing only
+    once the topic is known keeps every acknowledged message in the log."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        meta = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        parts = meta.partitions.values() if meta is not None and meta.error is None else ()
+        if parts and all(p.error is None and p.leader >= 0 for p in parts):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic!r} has no leader for every partition after {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
 def publish(
     messages: Iterable[KafkaMessage],
     bootstrap: str,
@@ -337,6 +356,7 @@ def publish(
                 except KafkaException as e:  # created meanwhile by someone else: fine
                     if "TOPIC_ALREADY_EXISTS" not in str(e):
                         raise
+            _await_leaders(producer, m.topic, timeout_s)
         while True:
             try:
                 producer.produce(
