@@ -15,9 +15,11 @@ from backfill.sources.storage.layout import (
     parse_metadata,
 )
 from backfill.sources.storage.plan import (
+    FileToRead,
     files_to_read,
     group_listing,
     lineages,
+    pack_files,
     rename_source,
     segment_starts,
 )
@@ -87,6 +89,24 @@ def test_every_existing_file_is_read_and_only_the_newest_may_be_cut_short() -> N
     assert files_to_read(listing, [10, 20], {first: 4, second: 2}, floor=15)[10][0].path == "o1"
 
 
+def test_files_are_packed_into_tasks_like_a_spark_file_source() -> None:
+    """Spark's rule for a file source: up to min(max, max(open cost, total / parallelism)) bytes a task,
+    largest first, a file never split; every file in exactly one group."""
+    mb = 1 << 20
+    big = [FileToRead(f"big{n}", n, False, 200 * mb) for n in range(3)]
+    small = [FileToRead(f"small{n}", 10 + n, n == 39, 100_000) for n in range(40)]
+    groups = pack_files(big + small, max_bytes=128 * mb, open_cost=4 * mb, min_tasks=2)
+    paths = [f.path for group in groups for f in group]
+    assert sorted(paths) == sorted(f.path for f in big + small)  # each once
+    assert [[f.path for f in g] for g in groups[:3]] == [["big0"], ["big1"], ["big2"]]  # a task each
+    # a small file costs 4.1 MB with the open cost: a group takes one while its bytes stay under 128 MB
+    assert [len(g) for g in groups[3:]] == [32, 8]
+    # little data on many cores: the bytes spread over min_tasks groups, not one
+    tiny = [FileToRead(f"t{n}", n, False, 1000) for n in range(8)]
+    assert len(pack_files(tiny, max_bytes=128 * mb, open_cost=1000, min_tasks=4)) == 4
+    assert pack_files([], max_bytes=128 * mb, open_cost=4 * mb, min_tasks=2) == []
+
+
 def test_versions_with_a_query_start_segments() -> None:
     cols = columns_from_sql([("id", "INT", {"is_pk": "true"})])
     wider = columns_from_sql([("id", "INT", {"is_pk": "true"}), ("x", "INT", {})])
@@ -126,3 +146,20 @@ def test_renames_join_names_into_one_table() -> None:
         "o", "x",
     )  # fmt: skip
     assert rename_source(definitions["a@40"]) is None
+
+
+def test_local_files_are_read_by_path_and_a_vanished_one_is_named(tmp_path) -> None:
+    from backfill.sources.storage.source import local_file, read_local
+    from tidelake.sparkerrors import from_task
+
+    assert local_file("file:/data/sink/a b/CDC1.csv") == "/data/sink/a b/CDC1.csv"
+    assert local_file("file:///data/CDC1.csv") == local_file("/data/CDC1.csv") == "/data/CDC1.csv"
+    assert local_file("s3a://bucket/sink/CDC1.csv") is None  # only the JVM reads those
+    data = tmp_path / "CDC000001.csv"
+    data.write_bytes(b'"I","t","d",1,2\r\n')
+    assert read_local(f"file:{data}") == data.read_bytes()
+    data.unlink()
+    with pytest.raises(RuntimeError) as failed:
+        read_local(f"file:{data}")
+    error = from_task(failed.value)
+    assert error is not None and str(data) in str(error) and "cannot read" in str(error)

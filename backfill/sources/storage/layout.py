@@ -54,6 +54,7 @@ class DataFile:
     folder: DataDir
     number: int
     path: str
+    size: int = 0  # bytes, as listed
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def parse_index(text: str, where: str) -> int:
 
 
 def classify(
-    relative: str, path: str, extension: str, date_separator: str
+    relative: str, path: str, extension: str, date_separator: str, size: int = 0
 ) -> DataFile | IndexFile | SchemaFile | None:
     """What the file at ``relative`` (to the prefix, ``/``-separated) is; None for anything else."""
     parts = relative.split("/")
@@ -121,7 +122,7 @@ def classify(
         return None
     if index is not None:
         return IndexFile(folder, path)
-    return DataFile(folder, int(found.group("n")), path)  # type: ignore[union-attr]
+    return DataFile(folder, int(found.group("n")), path, size)  # type: ignore[union-attr]
 
 
 def _folder(

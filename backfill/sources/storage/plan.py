@@ -73,6 +73,7 @@ class FileToRead:
     path: str
     ordinal: int  # position in the table's order: version, partition, date, writer, number
     newest: bool  # the folder's newest file: an unterminated last line is still being written
+    size: int = 0  # bytes when listed (the newest file may have grown since)
 
 
 def files_to_read(
@@ -97,9 +98,31 @@ def files_to_read(
             ordinal += 1
             newest = top is None or file.number >= top
             out.setdefault(folder.version, []).append(
-                FileToRead(file.path, ordinal, newest and file is files[-1])
+                FileToRead(file.path, ordinal, newest and file is files[-1], file.size)
             )
     return out
+
+
+def pack_files(
+    files: Sequence[FileToRead], *, max_bytes: int, open_cost: int, min_tasks: int
+) -> list[list[FileToRead]]:
+    """The files in groups, one task each, as Spark packs a file source: every file costs its size plus
+    ``open_cost``; a group holds up to ``min(max_bytes, max(open_cost, total / min_tasks))``, filled
+    largest file first, a file never split. Many small files share a task; big ones get a task each."""
+    total = sum(f.size + open_cost for f in files)
+    limit = min(max_bytes, max(open_cost, total // max(1, min_tasks)))
+    groups: list[list[FileToRead]] = []
+    current: list[FileToRead] = []
+    size = 0
+    for f in sorted(files, key=lambda f: (-f.size, f.ordinal)):
+        if current and size + f.size > limit:
+            groups.append(current)
+            current, size = [], 0
+        current.append(f)
+        size += f.size + open_cost
+    if current:
+        groups.append(current)
+    return groups
 
 
 def segment_starts(definitions: Sequence[TableDefinition]) -> list[int]:
@@ -193,5 +216,5 @@ def lineages(
 
 __all__ = [
     "FileToRead", "Piece", "SinkListing", "TableListing", "files_to_read", "group_listing", "lineages",
-    "rename_source", "segment_starts",
+    "pack_files", "rename_source", "segment_starts",
 ]  # fmt: skip

@@ -39,6 +39,7 @@ from backfill.sources.storage.plan import (
     files_to_read,
     group_listing,
     lineages,
+    pack_files,
     segment_starts,
 )
 from backfill.sources.ticdc.change_rows import LINE_BITS, output_schema
@@ -112,7 +113,7 @@ class StorageSource(Source):
             if not status.path.startswith(root):
                 continue
             entry = layout.classify(
-                status.path[len(root) :], status.path, self.extension, self.date_separator
+                status.path[len(root) :], status.path, self.extension, self.date_separator, status.size
             )
             if entry is not None:
                 entries.append(entry)
@@ -336,14 +337,55 @@ def read_files(
     window: tuple[int, int],
     zero_dates: Any = None,
 ) -> DataFrame:
-    """The typed changes of `files` (one segment of one table) within `window`, decoded on the executors."""
+    """The typed changes of `files` (one segment of one table) within `window`, decoded on the executors.
+
+    Files on a local (or mounted) file system are read by the decoding Python task itself, in groups packed
+    like Spark packs a file source: shipping their bytes through the JVM's binaryFile reader cost more than
+    decoding them (2 GB of canal-json: 12.9 s against 3.9 s). Other file systems (s3a, hdfs) go through
+    binaryFile, which only the JVM can read."""
     import pyarrow as pa
 
     from backfill.codec import DecodeStats
 
+    target = output_schema(schema)
+    ddl = (
+        f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(OP)} STRING, "
+        f"{quote_ident(COMMIT_TS)} BIGINT, {quote_ident(LINE)} BIGINT"
+    )
+
+    def typed(file: FileToRead, content: bytes, stats: DecodeStats) -> Iterator[pa.RecordBatch]:
+        try:
+            table = decode_file(content, file.path, fmt, schema, ordinal=file.ordinal, newest=file.newest,
+                                window=window, stats=stats)  # fmt: skip
+        except InputError as exc:
+            raise in_task(str(exc)) from None
+        yield from table.cast(target).to_batches()
+
+    def counted(stats: DecodeStats) -> None:
+        if zero_dates is not None and stats.zero_dates:
+            zero_dates.add(stats.zero_dates)
+
+    if all(local_file(f.path) is not None for f in files):
+        conf = spark._jsparkSession.sessionState().conf()  # Spark's own file-packing settings
+        groups = pack_files(
+            files,
+            max_bytes=conf.filesMaxPartitionBytes(),
+            open_cost=conf.filesOpenCostInBytes(),
+            min_tasks=spark.sparkContext.defaultParallelism,
+        )
+
+        def read_and_decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            stats = DecodeStats()
+            for batch in batches:
+                for group in batch.column("id").to_pylist():
+                    for file in groups[group]:
+                        yield from typed(file, read_local(file.path), stats)
+            counted(stats)
+
+        return spark.range(len(groups), numPartitions=max(1, len(groups))).mapInArrow(read_and_decode, ddl)
+
     by_path = {f.path: f for f in files}
     by_name = {_tail(f.path): f for f in files}
-    target = output_schema(schema)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stats = DecodeStats()
@@ -351,22 +393,30 @@ def read_files(
             for path, content in zip(
                 batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
             ):
-                file = by_path.get(path) or by_name[_tail(path)]
-                try:
-                    table = decode_file(content, file.path, fmt, schema, ordinal=file.ordinal, newest=file.newest,
-                                        window=window, stats=stats)  # fmt: skip
-                except InputError as exc:
-                    raise in_task(str(exc)) from None
-                yield from table.cast(target).to_batches()
-        if zero_dates is not None and stats.zero_dates:
-            zero_dates.add(stats.zero_dates)
+                yield from typed(by_path.get(path) or by_name[_tail(path)], content, stats)
+        counted(stats)
 
-    ddl = (
-        f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(OP)} STRING, "
-        f"{quote_ident(COMMIT_TS)} BIGINT, {quote_ident(LINE)} BIGINT"
-    )
     raw = spark.read.format("binaryFile").load([f.path for f in files])
     return raw.select("path", "content").mapInArrow(decode, ddl)
+
+
+def local_file(path: str) -> str | None:
+    """The local file system path of a ``file:`` (or scheme-less) path; None for any other file system."""
+    found = re.match(r"^file:(//[^/]*)?(/.*)$", path)
+    if found:
+        return found.group(2)
+    return path if path.startswith("/") else None
+
+
+def read_local(path: str) -> bytes:
+    """A local data file's bytes; a file gone since the listing is an error that names it."""
+    local = local_file(path)
+    assert local is not None
+    try:
+        with open(local, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise in_task(f"{path}: cannot read the data file: {exc.strerror or exc}") from None
 
 
 def one_delivery_per_transaction(changes: DataFrame) -> DataFrame:
