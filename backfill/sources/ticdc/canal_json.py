@@ -22,6 +22,7 @@ import msgspec
 from msgspec import UNSET
 
 from backfill.sources.ticdc.change_rows import DELETE, PUT, ParsedRows, Where, at
+from backfill.sources.ticdc.open_rows import gc_paused
 from tidelake.errors import InputError
 
 WATERMARK = "TIDB_WATERMARK"
@@ -90,6 +91,13 @@ def parse_canal_json(
     One typed msgspec parse of the whole file into structs made for the table's columns (no dict per row),
     then one list per column. A file with blank lines, another terminator or a line that does not parse
     goes line by line, which names the line of the problem."""
+    with gc_paused():
+        return _parse(data, terminator, column_names, key_names, where)
+
+
+def _parse(
+    data: bytes | str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: Where
+) -> ParsedRows:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     decoder, row_type = _decoders(tuple(column_names))
     messages = _whole_file(raw, terminator, decoder)
@@ -198,27 +206,33 @@ def _one_row_each(
     messages: Sequence[Any], lines: Sequence[int], key_fields: Sequence[str]
 ) -> tuple[list[Any], list[str], list[int], list[int]] | None:
     """The common case in whole-list steps: every message one row change with its commit ts, no update that
-    moves its key or lacks one; None for anything else (the message-by-message path handles and names it)."""
-    if any(m.isDdl or m.type == WATERMARK for m in messages):
+    moves its key or lacks one; None for anything else (the message-by-message path handles and names it).
+    Each step is a ``map`` over the list (no Python frame per message): this runs for every row."""
+    ops = list(map(_ROW_TYPES.get, map(_TYPE, messages)))
+    if None in ops or any(map(_IS_DDL, messages)):  # DDL and watermark messages carry no rows: drop them
         kept = [
             (line, m) for line, m in zip(lines, messages, strict=True) if not (m.isDdl or m.type == WATERMARK)
         ]
         lines = [line for line, _ in kept]
         messages = [m for _, m in kept]
-    ops = [_ROW_TYPES.get(m.type) for m in messages]
-    if None in ops:
-        return None
+        ops = list(map(_ROW_TYPES.get, map(_TYPE, messages)))
+        if None in ops:
+            return None
     try:
-        commit_ts = [m.tidb.commitTs for m in messages]
-        rows = [m.data[0] for m in messages if len(m.data) == 1]
-    except (AttributeError, TypeError, IndexError):
+        commit_ts = list(map(_COMMIT_TS, messages))
+        rows = [row for (row,) in map(_DATA, messages)]  # exactly one row each, else ValueError
+    except (AttributeError, TypeError, ValueError):
         return None
-    if len(rows) != len(messages) or None in commit_ts:
+    if None in commit_ts:
         return None
-    for m in messages:
-        if m.old and m.type == "UPDATE" and (not key_fields or _moves_key(key_fields, m.data[0], m.old[0])):
+    for m in filter(_OLD, messages):
+        if m.type == "UPDATE" and (not key_fields or _moves_key(key_fields, m.data[0], m.old[0])):
             return None
     return rows, ops, commit_ts, list(lines)  # type: ignore[return-value]
+
+
+_TYPE, _IS_DDL, _DATA, _OLD = attrgetter("type"), attrgetter("isDdl"), attrgetter("data"), attrgetter("old")
+_COMMIT_TS = attrgetter("tidb.commitTs")
 
 
 def _each_row(
