@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package.
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    sys.path.pop(0)
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.servers
 
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
-from backfill.sources.ticdc.open_protocol import Where, split_message
+from backfill.simulate import SimulationConfig, load_index, simulate  # noqa: E402
+from backfill.simulate.kafka import Changefeed, changefeed_messages, publish  # noqa: E402
+from backfill.sources.ticdc.open_protocol import Where, split_message  # noqa: E402
 
 ROW_EVENTS_PER_TXN = 4.5  # measured mix of the simulator's random transactions (rows per txn)
 
