@@ -4,8 +4,9 @@ layout of `layout`, read up to the sink's `metadata` checkpoint (`plan`).
 Plan (driver): one recursive listing, the root checkpoint, and the schema files of the tracked tables
 (checksums verified); each table version with a query is a DDL barrier. Changes (executors): per (table,
 segment) one Spark job over its files, packed into tasks, decoded file by file in `mapInArrow` (`decode`;
-a local file is read by the task itself, others through binaryFile), then the shared collapse (`TypedRowChanges`) shuffles by key. Tables without a primary key are multisets: repeated
-deliveries of a transaction (a changefeed restart writes it again into a later file) are dropped first.
+a local file is read by the task itself, others through binaryFile), then the shared collapse
+(`TypedRowChanges`) shuffles by key. Tables without a primary key are multisets: repeated deliveries of a
+transaction (a changefeed restart writes it again into a later file) are dropped first.
 """
 
 from __future__ import annotations
