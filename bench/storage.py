@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=5_000_000)
     parser.add_argument("--file-rows", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)  # round 1 runs in a cold JVM (JIT warm-up)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--data", type=Path, default=Path(".tidelake/bench/storage"))
     args = parser.parse_args(argv)
