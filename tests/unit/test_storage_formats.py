@@ -438,6 +438,72 @@ def test_canal_json_whole_file_and_line_by_line_agree() -> None:
     assert whole[-1]["OfficeLocation"] is None and whole[1]["LastName"] is None
 
 
+def test_canal_json_columnar_and_exact_paths_agree() -> None:
+    """A plain file is typed column by column by Arrow's JSON reader, where an absent column reads as NULL;
+    the exact path (one struct a row, taken for a file with a blank line) tells absent from NULL. Both give
+    the same changes: an absent column of a PUT filled like TiCDC, a NULL kept, a DELETE with only its key,
+    an update whose old values leave the key out (not a moved key), DDL and watermark lines skipped."""
+    from backfill.sources.ticdc.canal_json import _columnar
+
+    def row(kind: str, ts: int, data: dict, old: dict | None = None) -> str:
+        return json.dumps({"type": kind, "isDdl": False, "data": [data], "old": [old] if old else None,
+                           "_tidb": {"commitTs": ts}})  # fmt: skip
+
+    full = {"id": "1", "LastName": "A", "FirstName": "B", "HireDate": "2020-01-02", "OfficeLocation": "X"}
+    body = [
+        row("INSERT", 10, full),
+        row("INSERT", 11, {**full, "id": "2", "OfficeLocation": None}),  # a NULL, not absent
+        row("INSERT", 12, {k: v for k, v in {**full, "id": "3"}.items() if k != "OfficeLocation"}),
+        json.dumps({"type": "TIDB_WATERMARK", "isDdl": False, "data": None, "_tidb": {"watermarkTs": 12}}),
+        row("UPDATE", 13, {**full, "LastName": "C"}, {"LastName": "A"}),  # only the changed column
+        json.dumps(
+            {"type": "ALTER", "isDdl": True, "sql": "ALTER TABLE t ADD x INT", "_tidb": {"commitTs": 14}}
+        ),
+        row("DELETE", 15, {"id": "2"}),  # delete-only-output-handle-key-columns
+    ]
+    schema = canal_employee_schema()
+    names = tuple(c.name for c in schema.columns)
+    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"]) is not None
+    columnar = decode_canal(body, schema)
+    exact = decode_canal([body[0], "", *body[1:]], schema)
+    assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
+    assert [(r["_tidb_op"], r["id"], r["_tidb_line"]) for r in columnar] == [
+        ("PUT", 1, 1), ("PUT", 2, 2), ("PUT", 3, 3), ("PUT", 1, 5), ("DELETE", 2, 7),
+    ]  # fmt: skip
+    assert columnar[1]["OfficeLocation"] is None and columnar[2]["OfficeLocation"] is None
+    assert columnar[3]["LastName"] == "C"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ("[null]", r"f.json:2: not a canal-json message"),  # a bare null row would crash Arrow's reader
+        ('[{"id": 7}]', r"f.json:2: not a canal-json message"),  # a number where canal-json writes text
+        ('[{"LastName": "Z"}]', r"f.json:2: a row change without the key column 'id'"),
+        ('[{"id": "7", "Office": "Q"}]', r"f.json:2: column 'Office' is not in the table's schema file"),
+        ('[{"id": "7", "id": "8"}]', None),  # a repeated name: the exact path's reading (the last one)
+    ],
+)
+def test_canal_json_rows_the_columnar_path_leaves_to_the_exact_one(data: str, message: str | None) -> None:
+    good = with_commit_ts(TIFLOW_CANAL_LINES[0], 5)
+    line = '{"type": "INSERT", "isDdl": false, "data": ' + data + ', "_tidb": {"commitTs": 6}}'
+    if message is None:
+        assert decode_canal([good, line], canal_employee_schema())[1]["id"] == 8
+        return
+    with pytest.raises(InputError, match=message):
+        decode_canal([good, line], canal_employee_schema())
+
+
+def test_canal_json_text_that_is_not_utf8_is_named() -> None:
+    """msgspec does not check UTF-8 inside a raw row, nor does Arrow's JSON reader: the columnar path checks
+    it and leaves the file to the exact path, which names the line."""
+    good = with_commit_ts(TIFLOW_CANAL_LINES[0], 5).encode()
+    bad = with_commit_ts(TIFLOW_CANAL_LINES[0], 6).encode().replace(b"New York", b"New \xff")
+    names = [c.name for c in canal_employee_schema().columns]
+    with pytest.raises(InputError, match=r"f.json:2: not UTF-8"):
+        parse_canal_json(good + b"\n" + bad + b"\n", "\n", names, ["id"], "f.json")
+
+
 def test_an_empty_time_column_converts_and_a_bad_one_is_named() -> None:
     """A file whose rows all fall outside the window leaves TIME columns empty: Arrow's `all` of nothing
     is null, which once sent the check down the error path (a StopIteration traceback; issue 17's drill)."""
