@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelake import conventions, delta, fs
-from tidelake.errors import ConfigError
+from tidelake.errors import ConcurrentRunError, ConfigError
 from tidelake.sqlident import quote_ident, quote_qualified
 
 if TYPE_CHECKING:
@@ -181,9 +181,28 @@ def sync_names(spark: SparkSession, target: CatalogTarget, names: Iterable[tuple
             unregister(spark, target, db, table, path)
 
 
+def open_metastore(spark: SparkSession, target: CatalogTarget) -> None:
+    """Open the metastore before anything is written. An embedded (Derby) one serves one process at a time:
+    a second run that finds it open elsewhere (or two creating it at once) stops here, exit 3."""
+    try:
+        spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
+    except Exception as exc:  # Py4J carries the Hive client's failure as text
+        if not any(marker in str(exc) for marker in _METASTORE_IN_USE):
+            raise
+        raise ConcurrentRunError(
+            "could not open the metastore: its embedded Derby database is open in another process (another "
+            "run, or a spark-sql shell) and serves one at a time; nothing was written. Run again once it is "
+            "free, or give [target] metastore_uri a metastore service for runs that overlap"
+        ) from None
+
+
+_METASTORE_IN_USE = ("Another instance of Derby", "Failed to create database", "SessionHiveMetaStoreClient")
+
+
 def sync_warehouse(spark: SparkSession, target: CatalogTarget, existing: Iterable[tuple[str, str]]) -> None:
     """Register every Delta table of the warehouse (`existing`: its (db, table) names) and unregister
     entries of the job's databases that point at folders of the warehouse that are gone."""
+    open_metastore(spark, target)
     present = set(existing)
     for db, table in sorted(present):
         register(spark, target, db, table, conventions.table_path(target.warehouse, db, table))

@@ -7,6 +7,7 @@ got: a rerun skips what is already there. A MERGE never lets an older change ove
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -14,9 +15,10 @@ from backfill.apply.collapse import COPIES, expand_copies
 from backfill.apply.layout import KEY_COLUMNS_PROPERTY, clustering_columns, table_properties
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
-from tidelake import delta
+from tidelake import delta, fs
 from tidelake.config import TableLayout
 from tidelake.conventions import COMMIT_TS, OP, ROWID, TABLE_ID_PROPERTY
+from tidelake.errors import ConcurrentRunError, InputError
 from tidelake.faults import fault_stage
 from tidelake.sqlident import quote_ident as quote
 
@@ -62,8 +64,41 @@ def create_table(
         clustering = clustering_columns(schema, columns, layout)
         if clustering:
             builder = builder.clusterBy(*clustering)
-    with delta.commit_info(spark, {"step": "create", "table_id": schema.table_id}):
-        builder.execute()
+    try:
+        with delta.commit_info(spark, {"step": "create", "table_id": schema.table_id}):
+            builder.execute()
+    except Exception as exc:  # Py4J carries Delta's error class as text
+        if not any(marker in str(exc) for marker in _NOT_A_TABLE_YET):
+            raise
+        if not _first_commit_appears(spark, path):
+            raise InputError(
+                f"{path}: the table's folder is not empty and holds no Delta table; move what is there "
+                "away, or point the job at another warehouse"
+            ) from None
+        # another run (a scheduler overlap) was creating the table in the same moment: it carries on
+        raise ConcurrentRunError(
+            f"{path}: another run created this table at the same time, so this run stops before writing "
+            "anything to it (run again to finish whatever is left)"
+        ) from None
+    return True
+
+
+_NOT_A_TABLE_YET = (  # a create into a folder that is not empty: another run's create, or something else
+    "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND",
+)  # fmt: skip
+
+
+def _first_commit_appears(spark: SparkSession, path: str, wait_seconds: float = 30.0) -> bool:
+    """Whether the table's first commit is there, or appears within `wait_seconds`: a create that found the
+    folder holding only another run's `_delta_log` it had not committed to yet."""
+    if not fs.exists(spark, fs.join(path, "_delta_log")):
+        return False  # not a table being created: something else is in the folder
+    first = fs.join(path, "_delta_log", f"{0:020d}.json")
+    deadline = time.monotonic() + wait_seconds
+    while not fs.exists(spark, first):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
     return True
 
 

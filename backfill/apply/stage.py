@@ -115,7 +115,7 @@ def materialize(
     and deleted again) need not be produced at all.
     """
     counts = changes.counts()
-    found = {}
+    found, ready = {}, {}
     for index, table in enumerate(window.tables):
         for seg, version in enumerate(table.versions):
             if version.schema is None or not (
@@ -130,12 +130,16 @@ def materialize(
             frame = changes.rows(index, seg, puts_only=puts_only)
             # the before/after key rule (`with_moved_key_deletes`); a first load has no row to move
             frame = without_before_columns(frame) if puts_only else with_moved_key_deletes(frame, keys)
+            if puts_only and changes.cached:  # a filter and projection of cached rows: nothing to compute
+                ready[(index, seg)] = SegmentRows(frame, puts_only)
+                continue
             frame = frame.persist()
             key_column = None if puts_only else key_range_columns(frame, keys)
             found[(index, seg)] = SegmentRows(frame, puts_only, key_column)
     # One job per frame, submitted together: small tables decode beside the hot one instead of after it.
     with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
-        return dict(zip(found, pool.map(SegmentRows.materialize, found.values()), strict=True))
+        ready.update(zip(found, pool.map(SegmentRows.materialize, found.values()), strict=True))
+    return ready
 
 
 def _check_keys_exist(spark: SparkSession, path: str, schema: TableSchema, identity: RowIdentity) -> None:

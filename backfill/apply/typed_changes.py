@@ -23,6 +23,8 @@ PARALLEL_JOBS = 4
 
 
 class TypedRowChanges(RowChanges):
+    cached = True  # collapsed, persisted and counted here
+
     def __init__(
         self,
         window: Window,

@@ -116,6 +116,8 @@ class RowChanges(ABC):
     surfaces while every table is still untouched.
     """
 
+    cached = False  # `rows()` are filters and projections of frames already persisted and computed
+
     @abstractmethod
     def counts(self) -> Mapping[tuple[int, int, str], int]:
         """Rows per (table index, segment, op)."""

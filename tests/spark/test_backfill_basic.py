@@ -103,3 +103,31 @@ def test_merge_never_overwrites_a_newer_row(spark, tmp_path: Path) -> None:
     newer = spark.createDataFrame([(1, "newer", 3, 250, "PUT"), (2, None, None, 250, "DELETE")], ddl)
     merge_changes(spark, path, schema, newer, app_id="tidelake:m", txn_version=3, metadata={})
     assert [tuple(r) for r in spark.read.format("delta").load(path).collect()] == [(1, "newer", 3, 250)]
+
+
+def test_creating_a_table_in_a_folder_that_holds_something_else(spark, tmp_path: Path) -> None:
+    """A folder with other files is bad input naming it (exit 2), at once; a folder whose `_delta_log` gets
+    its first commit while this run tried to create the table is another run's create (exit 3)."""
+    import threading
+    import time
+
+    from backfill.apply.merge import create_table
+    from backfill.codec import TableSchema
+    from tidelake.errors import ConcurrentRunError, InputError
+
+    schema = TableSchema.from_table_info(users_table())
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("not a table")
+    started = time.monotonic()
+    with pytest.raises(InputError, match=r"stray: the table's folder is not empty and holds no Delta table"):
+        create_table(spark, str(stray), schema)
+    assert time.monotonic() - started < 20 and list(stray.iterdir()) == [stray / "notes.txt"]
+
+    racing = tmp_path / "racing"
+    (racing / "_delta_log").mkdir(parents=True)  # another run's create, its first commit being written
+    (racing / "_delta_log" / f".{0:020d}.json.0f1e.tmp").write_text("{}\n")
+    first = racing / "_delta_log" / f"{0:020d}.json"
+    threading.Timer(5.0, first.write_text, args=("{}\n",)).start()  # after this create gave up
+    with pytest.raises(ConcurrentRunError, match=r"racing: another run created this table at the same time"):
+        create_table(spark, str(racing), schema)

@@ -185,3 +185,33 @@ def test_snapshot_at_a_ts_a_table_never_stood_at_exits_2(spark, tmp_path: Path, 
     assert main(["snapshot", "--config", str(conf), "--at", "120"]) == 2
     assert "table app.orders never stood at resolved ts 120" in " ".join(capsys.readouterr().err.split())
     assert main(["snapshot", "--config", str(conf)]) == 2  # neither --at nor --latest
+
+
+@pytest.mark.slow
+def test_a_run_whose_embedded_metastore_another_process_holds_stops_before_writing(
+    spark, tmp_path: Path
+) -> None:
+    """Embedded Derby serves one process at a time: a `backfill run` (its own JVM) on the metastore this
+    test session holds open stops with exit 3 and says why, before it writes a table."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from tidelake.config import PROJECT_ROOT
+
+    spark.sql("SHOW DATABASES").collect()  # this session's Derby is booted
+    url = spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL")
+    held = re.search(r"databaseName=(.*)/metastore_db", url).group(1)
+    conf, _ = write_job(tmp_path, [("app", users_table())], [], [(users_table(), 1, {2: "a", 3: 1}, 120)],
+                        extra=f'metastore_dir = "{held}"\n[spark]\nmaster = "local[1]"\ndriver_memory = "1g"\n')  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    run = subprocess.run(
+        [sys.executable, "-m", "backfill", "run", "--config", str(conf), "--json", "--quiet"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 3, run.stderr[-3000:]
+    assert "embedded Derby database is open in another process" in run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""
+    assert not (tmp_path / "wh").exists() or not any((tmp_path / "wh").rglob("_delta_log"))
