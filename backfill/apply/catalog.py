@@ -14,8 +14,10 @@ view is a conflict, never overwritten. A session without Hive support (a spark-s
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -183,17 +185,25 @@ def sync_names(spark: SparkSession, target: CatalogTarget, names: Iterable[tuple
 
 def open_metastore(spark: SparkSession, target: CatalogTarget) -> None:
     """Open the metastore before anything is written. An embedded (Derby) one serves one process at a time:
-    a second run that finds it open elsewhere (or two creating it at once) stops here, exit 3."""
-    try:
-        spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
-    except Exception as exc:  # Py4J carries the Hive client's failure as text
-        if not any(marker in str(exc) for marker in _METASTORE_IN_USE):
-            raise
-        raise ConcurrentRunError(
-            "could not open the metastore: its embedded Derby database is open in another process (another "
-            "run, or a spark-sql shell) and serves one at a time; nothing was written. Run again once it is "
-            "free, or give [target] metastore_uri a metastore service for runs that overlap"
-        ) from None
+    a run that finds it open in another process (another run, `backfill maintain`, a spark-sql shell) waits
+    for it, up to `TIDELAKE_METASTORE_WAIT` seconds (300), then stops with exit 3."""
+    wait = float(os.environ.get("TIDELAKE_METASTORE_WAIT", "300"))
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
+            return
+        except Exception as exc:  # Py4J carries the Hive client's failure as text
+            if not any(marker in str(exc) for marker in _METASTORE_IN_USE):
+                raise
+            if time.monotonic() >= deadline:
+                raise ConcurrentRunError(
+                    "could not open the metastore: its embedded Derby database is open in another process "
+                    f"(another run, or a spark-sql shell) and serves one at a time; waited {wait:.0f} s, "
+                    "nothing was written. Run again once it is free, or give [target] metastore_uri a "
+                    "metastore service for runs that overlap"
+                ) from None
+            time.sleep(2)
 
 
 _METASTORE_IN_USE = ("Another instance of Derby", "Failed to create database", "SessionHiveMetaStoreClient")

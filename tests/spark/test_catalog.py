@@ -192,7 +192,8 @@ def test_a_run_whose_embedded_metastore_another_process_holds_stops_before_writi
     spark, tmp_path: Path
 ) -> None:
     """Embedded Derby serves one process at a time: a `backfill run` (its own JVM) on the metastore this
-    test session holds open stops with exit 3 and says why, before it writes a table."""
+    test session holds open waits for it (here 5 s), then stops with exit 3 and says why, before it writes
+    a table."""
     import os
     import re
     import subprocess
@@ -205,13 +206,14 @@ def test_a_run_whose_embedded_metastore_another_process_holds_stops_before_writi
     held = re.search(r"databaseName=(.*)/metastore_db", url).group(1)
     conf, _ = write_job(tmp_path, [("app", users_table())], [], [(users_table(), 1, {2: "a", 3: 1}, 120)],
                         extra=f'metastore_dir = "{held}"\n[spark]\nmaster = "local[1]"\ndriver_memory = "1g"\n')  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TIDELAKE_METASTORE_WAIT": "5"}  # 300 s by default
     env.pop("PYSPARK_GATEWAY_PORT", None)
     run = subprocess.run(
         [sys.executable, "-m", "backfill", "run", "--config", str(conf), "--json", "--quiet"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 3, run.stderr[-3000:]
+    assert "waited 5 s" in run.stderr
     assert "embedded Derby database is open in another process" in run.stderr
     assert "Traceback" not in run.stderr and run.stdout == ""
     assert not (tmp_path / "wh").exists() or not any((tmp_path / "wh").rglob("_delta_log"))
