@@ -194,7 +194,10 @@ def open_metastore(spark: SparkSession, target: CatalogTarget) -> None:
             spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
             return
         except Exception as exc:  # Py4J carries the Hive client's failure as text
-            if not any(marker in str(exc) for marker in _METASTORE_IN_USE):
+            embedded = "jdbc:derby:" in (
+                spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or ""
+            )
+            if not embedded or not any(marker in str(exc) for marker in _METASTORE_IN_USE):
                 raise
             if time.monotonic() >= deadline:
                 raise ConcurrentRunError(
