@@ -132,15 +132,20 @@ def _parse(
     return _rows(messages, lines, row_type, column_names, key_names, where)
 
 
+def _fields(column_names: Sequence[str]) -> list[str]:
+    """The row struct's field names, one per column (`c0`, `c1`, …): column names need not be identifiers."""
+    return [f"c{i}" for i in range(len(column_names))]
+
+
 @lru_cache(maxsize=256)
 def _decoders(column_names: tuple[str, ...]) -> tuple[msgspec.json.Decoder, type]:
     """A decoder of one canal-json message whose rows are structs with one field per column (UNSET when
     absent; a name not in the schema does not parse), and that row struct type."""
     fields: list[tuple[str, Any, Any]] = [
-        (f"c{i}", str | None | msgspec.UnsetType, msgspec.UNSET) for i in range(len(column_names))
+        (field, str | None | msgspec.UnsetType, msgspec.UNSET) for field in _fields(column_names)
     ]
     row_type = msgspec.defstruct(
-        "CanalRow", fields, rename={f"c{i}": name for i, name in enumerate(column_names)},
+        "CanalRow", fields, rename=dict(zip(_fields(column_names), column_names, strict=True)),
         forbid_unknown_fields=True, gc=False,
     )  # fmt: skip
     rows: Any = list[row_type] | None  # type: ignore[valid-type]  # a struct type made at run time
@@ -203,7 +208,7 @@ def _rows(
     where: Where,
 ) -> ParsedRows:
     """The row changes of decoded messages, column-major; DDL and watermark messages carry none."""
-    fields = [f"c{i}" for i in range(len(column_names))]
+    fields = _fields(column_names)
     key_fields = [fields[column_names.index(k)] for k in key_names if k in column_names]
     simple = _one_row_each(messages, lines)
     if simple is not None and not _an_update_moves_key(simple[0], key_fields):
@@ -327,7 +332,7 @@ def _refuse_moved_keys(
     olds = _exact_rows(column_names, [messages[i].old[0] for i in updates])
     index = pa.array(updates, pa.int64())
     for key in keys:
-        field = f"c{column_names.index(key)}"
+        field = _fields(column_names)[column_names.index(key)]
         after = values.column(key).take(index).to_pylist()
         if any(b is not UNSET and b != a for b, a in zip(map(attrgetter(field), olds), after, strict=True)):
             raise _NotPlain
@@ -347,8 +352,8 @@ def _absent(
     for key in keys:
         ambiguous = pc.or_(ambiguous, values.column(key).is_null())
     where = pc.indices_nonzero(ambiguous).to_pylist()
-    fields = [f"c{i}" for i in range(len(column_names))]
-    key_fields = {f"c{column_names.index(k)}" for k in keys}
+    fields = _fields(column_names)
+    key_fields = {fields[column_names.index(k)] for k in keys}
     filled = [[False] * len(rows) for _ in fields]
     found = False
     for row, exact in zip(where, _exact_rows(column_names, [rows[i] for i in where]), strict=True):
