@@ -173,7 +173,8 @@ CLUSTER_ID = "dGlkZWxha2UtdGVzdHMtMQ"  # any 16 bytes, base64 without padding
 @dataclass
 class KafkaBroker:
     """One Apache Kafka broker in KRaft mode (broker and controller in one JVM) on 127.0.0.1, its log
-    folder formatted in `base`; topics are created by the tests, never automatically."""
+    folder formatted in `base` (a folder formatted before keeps its topics: the benchmarks reuse theirs);
+    topics are created by the tests, never automatically."""
 
     base: Path
     port: int = field(default_factory=free_port)
@@ -213,7 +214,7 @@ class KafkaBroker:
         )  # fmt: skip
         java = ["java", "-Xmx512m", "-XX:+UseSerialGC", "-cp", f"{home}/*"]
         subprocess.run(
-            [*java, "kafka.tools.StorageTool", "format", "-t", CLUSTER_ID, "-c", str(props)],
+            [*java, "kafka.tools.StorageTool", "format", "--ignore-formatted", "-t", CLUSTER_ID, "-c", str(props)],
             check=True, capture_output=True,
         )  # fmt: skip
         log = self.base / "broker.log"

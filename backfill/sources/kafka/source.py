@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -54,25 +55,44 @@ if TYPE_CHECKING:
 _EVENTS_DDL = (
     "topic STRING, partition INT, offset BIGINT, index INT, type TINYINT, ts BIGINT, schema STRING, "
     "table STRING, row_id BIGINT, physical_id BIGINT, handle_only BOOLEAN, claim_check STRING, "
-    "value BINARY, ddl_query STRING, ddl_type INT"
+    "value BINARY, ddl_query STRING, ddl_type INT, floor_ts BIGINT, split BIGINT"
 )
-_SPARK_EVENTS = pa.schema([f if f.name != "ts" else pa.field("ts", pa.int64()) for f in EVENT_SCHEMA])
+_SPARK_EVENTS = pa.schema(
+    [
+        *(f if f.name != "ts" else pa.field("ts", pa.int64()) for f in EVENT_SCHEMA),
+        pa.field("floor_ts", pa.int64()),
+        pa.field("split", pa.int64()),
+    ]
+)
 
 
 def decode_events(records: DataFrame, compression: str, protocol: str = "open-protocol") -> DataFrame:
     """Kafka records -> events (one row per event; framing and JSON errors name topic, partition,
-    offset)."""
+    offset).
+
+    A task reads one offset range of one topic partition, in order (Spark's Kafka source). Each event gets
+    `split`, the range's first offset, and `floor_ts`, the highest resolved ts among the range's events
+    before it (0: none): what the check that no change comes after a resolved ts at or above its own needs,
+    without ordering the events again (`_check_no_change_below_resolved`)."""
     decoder = decode_canal_records if protocol == "canal-json" else decode_records
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        floor, split = 0, None
         for batch in batches:
+            if split is None and batch.num_rows:
+                split = batch.column("offset")[0].as_py()
             try:
                 events = decoder(batch, compression=compression)
             except InputError as exc:
                 raise in_task(str(exc)) from None
-            events = events.set_column(
-                events.schema.get_field_index("ts"), "ts", pc.cast(events.column("ts"), pa.int64())
-            )
+            ts = pc.cast(events.column("ts"), pa.int64())
+            kinds = events.column("type").to_numpy(zero_copy_only=False)
+            resolved = np.where(kinds == RESOLVED, pc.fill_null(ts, 0).to_numpy(zero_copy_only=False), 0)
+            seen = np.maximum.accumulate(np.concatenate([[floor], resolved]))
+            floor = int(seen[-1])
+            events = events.set_column(events.schema.get_field_index("ts"), "ts", ts)
+            events = events.append_column("floor_ts", pa.array(seen[:-1], pa.int64()))
+            events = events.append_column("split", pa.array(np.full(events.num_rows, split or 0), pa.int64()))
             yield from events.cast(_SPARK_EVENTS).to_batches()
 
     return records.mapInArrow(decode, _EVENTS_DDL)
@@ -93,6 +113,7 @@ class _Plan:
     """The driver's view of the read range: small aggregates only."""
 
     seen_watermarks: dict[broker.TopicPartition, int]
+    split_watermarks: dict[tuple[str, int, int], int]  # (topic, partition, split) -> its last resolved ts
     ddls: list[dict[str, Any]]
     samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> a row event (value, row_id)
     row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
@@ -146,7 +167,7 @@ class KafkaSource(Source):
         ends = {tp: end for tp, (_, end) in ranges.items()}
         with clock.stage("read"), input_errors("Kafka messages"):
             plan = _survey(events)
-            _check_no_change_below_resolved(events, start.sent, self.config.protocol)
+            _check_no_change_below_resolved(events, start.sent, plan.split_watermarks, self.config.protocol)
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
         resolved_ts = done.resolved_ts if until_ts is None else min(done.resolved_ts, until_ts)
         blocked = None
@@ -436,10 +457,10 @@ def typed_rows(
 
 
 def _survey(events: DataFrame | None) -> _Plan:
-    """One pass over the decoded events for the driver (one Spark job): per partition its last resolved
-    event (watermark), the DDL events, a row event per table."""
+    """One pass over the decoded events for the driver (one Spark job): per partition (and offset range
+    read by one task) its last resolved event (watermark), the DDL events, a row event per table."""
     if events is None:
-        return _Plan({}, [], {}, {})
+        return _Plan({}, {}, [], {}, {})
     from pyspark.sql import functions as F
 
     kind = F.col("type")
@@ -447,7 +468,7 @@ def _survey(events: DataFrame | None) -> _Plan:
     groups = (
         events.withColumn("schema", F.when(kind != RESOLVED, F.col("schema")))
         .withColumn("table", F.when(kind != RESOLVED, F.col("table")))
-        .groupBy("type", "topic", "partition", "schema", "table")
+        .groupBy("type", "topic", "partition", "split", "schema", "table")
         .agg(
             F.max("ts").alias("ts"),
             F.max_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
@@ -457,12 +478,15 @@ def _survey(events: DataFrame | None) -> _Plan:
         .collect()
     )
     seen: dict[broker.TopicPartition, int] = {}
+    splits: dict[tuple[str, int, int], int] = {}
     ddls: list[dict[str, Any]] = []
     samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
     row_events: dict[tuple[str, str], int] = {}
     for r in groups:
         if r["type"] == RESOLVED:
-            seen[(r["topic"], r["partition"])] = int(r["ts"])
+            tp = (r["topic"], r["partition"])
+            seen[tp] = max(seen.get(tp, 0), int(r["ts"]))
+            splits[(*tp, int(r["split"]))] = int(r["ts"])
         elif r["type"] == DDL:
             ddls += [d.asDict() for d in r["ddls"]]
         elif r["type"] == ROW and r["sample"] is not None:
@@ -476,31 +500,47 @@ def _survey(events: DataFrame | None) -> _Plan:
                 }
                 samples[key] = (ts, sample)
     ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
-    return _Plan(seen, ddls, {k: v for k, (_, v) in samples.items()}, row_events)
+    return _Plan(seen, splits, ddls, {k: v for k, (_, v) in samples.items()}, row_events)
 
 
 def _check_no_change_below_resolved(
-    events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple[int, int]], protocol: str
+    events: DataFrame | None,
+    sent: Mapping[broker.TopicPartition, tuple[int, int]],
+    split_watermarks: Mapping[tuple[str, int, int], int],
+    protocol: str,
 ) -> None:
     """A row or DDL event at or below a resolved ts its partition sent before it is bad input: a resolved
     event says every change up to its ts was sent (TiCDC re-sends after a restart only above its
-    checkpoint). Before it: a resolved event read now, or one an earlier run read (`Start.sent`)."""
+    checkpoint). Before it: a resolved event read now (in the event's own offset range, `floor_ts`, or in an
+    earlier range of its partition), or one an earlier run read (`Start.sent`). Only offending events are
+    ordered, to name the first."""
     if events is None:
         return
-    from pyspark.sql import Window as SparkWindow
     from pyspark.sql import functions as F
 
-    earlier = SparkWindow.partitionBy("topic", "partition").orderBy("offset", "index")
-    before = F.max(F.when(F.col("type") == RESOLVED, F.col("ts"))).over(
-        earlier.rowsBetween(SparkWindow.unboundedPreceding, -1)
+    def case(branches: Iterable[tuple[Any, int]]) -> Any:  # the last branch that holds wins
+        out = F.lit(0).cast("bigint")
+        for condition, mark in branches:
+            out = F.when(condition, F.lit(mark)).otherwise(out)
+        return out
+
+    at = (F.col("topic"), F.col("partition"))
+    # after each range with a resolved event: the highest resolved ts of its partition up to that range
+    earlier: list[tuple[Any, int]] = []
+    marks: dict[broker.TopicPartition, int] = {}
+    for topic, partition, split in sorted(split_watermarks):
+        mark = max(marks.get((topic, partition), 0), split_watermarks[(topic, partition, split)])
+        marks[(topic, partition)] = mark
+        earlier.append(((at[0] == topic) & (at[1] == partition) & (F.col("split") > split), mark))
+    recorded = case(
+        ((at[0] == topic) & (at[1] == partition) & (F.col("offset") >= end), mark)
+        for (topic, partition), (end, mark) in sent.items()
     )
-    recorded = F.lit(None).cast("bigint")
-    for (topic, partition), (end, mark) in sent.items():
-        here = (F.col("topic") == topic) & (F.col("partition") == partition) & (F.col("offset") >= end)
-        recorded = F.when(here, F.lit(mark)).otherwise(recorded)
-    floor = F.greatest(F.coalesce(before, F.lit(0)), F.coalesce(recorded, F.lit(0)))
+    floor = F.greatest(F.col("floor_ts"), case(earlier), recorded)
     bad = (
-        events.withColumn("_floor", floor)
+        events.select(
+            "topic", "partition", "offset", "index", "type", "ts", "schema", "table", floor.alias("_floor")
+        )
         .filter((F.col("type") != RESOLVED) & (F.col("ts") <= F.col("_floor")) & (F.col("_floor") > 0))
         .orderBy("topic", "partition", "offset", "index")
         .limit(1)
