@@ -189,14 +189,12 @@ def open_metastore(spark: SparkSession, target: CatalogTarget) -> None:
     for it, up to `TIDELAKE_METASTORE_WAIT` seconds (300), then stops with exit 3."""
     wait = float(os.environ.get("TIDELAKE_METASTORE_WAIT", "300"))
     deadline = time.monotonic() + wait
+    embedded = "jdbc:derby:" in (spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or "")
     while True:
         try:
             spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
             return
         except Exception as exc:  # Py4J carries the Hive client's failure as text
-            embedded = "jdbc:derby:" in (
-                spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or ""
-            )
             if not embedded or not any(marker in str(exc) for marker in _METASTORE_IN_USE):
                 raise
             if time.monotonic() >= deadline:

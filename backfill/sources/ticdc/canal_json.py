@@ -331,8 +331,9 @@ def _refuse_moved_keys(
         raise _NotPlain
     olds = _exact_rows(column_names, [messages[i].old[0] for i in updates])
     index = pa.array(updates, pa.int64())
+    fields = _fields(column_names)
     for key in keys:
-        field = _fields(column_names)[column_names.index(key)]
+        field = fields[column_names.index(key)]
         after = values.column(key).take(index).to_pylist()
         if any(b is not UNSET and b != a for b, a in zip(map(attrgetter(field), olds), after, strict=True)):
             raise _NotPlain
