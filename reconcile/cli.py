@@ -67,6 +67,12 @@ def run(
     parallelism: Annotated[
         int | None, typer.Option("--parallelism", help="Upstream connections (queries at once).")
     ] = None,
+    tables_at_once: Annotated[
+        int | None,
+        typer.Option(
+            "--tables-at-once", help="Tables compared side by side (each with its own connections)."
+        ),
+    ] = None,
     repair: Annotated[
         bool, typer.Option("--repair", help="Rewrite the differing keys in Delta from upstream (one MERGE).")
     ] = False,
@@ -105,6 +111,7 @@ def run(
             max_diff=max_diff,
             chunk_size=chunk_size,
             parallelism=parallelism,
+            tables_at_once=tables_at_once,
             repair=repair or None,
         )
     except ValueError as exc:

@@ -17,6 +17,7 @@ bucket  (no primary key, a key whose order differs between MySQL and Spark, or a
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -111,16 +112,26 @@ def run(
     upstream: Upstream,
     tracker: Tracker | None = None,
 ) -> ReconcileResult:
-    """Reconcile every table the options select; per-table problems become error results."""
+    """Reconcile every table the options select, `tables_at_once` side by side (a small table's time is
+    mostly Spark's and the upstream's latency, which overlap); per-table problems become error results."""
     started = time.monotonic()
     tracker = tracker or SILENT
-    results = []
-    for db, table in upstream.list_tables(options.tables):
+    names = upstream.list_tables(options.tables)
+    workers = max(1, min(options.tables_at_once, len(names)))
+    sessions = threading.local()
+
+    def one(name: tuple[str, str]) -> TableResult:
+        db, table = name
         table_started = time.monotonic()
+        if not hasattr(sessions, "spark"):  # a session per thread: a table's settings are set on its session
+            sessions.spark = spark if workers == 1 else spark.newSession()
         try:
-            results.append(reconcile_table(spark, config, options, upstream, db, table, tracker))
+            return reconcile_table(sessions.spark, config, options, upstream, db, table, tracker)
         except (TableNotFound, SchemaMismatch, InputError, UpstreamError) as exc:
-            results.append(TableResult.failed(f"{db}.{table}", str(exc), time.monotonic() - table_started))
+            return TableResult.failed(f"{db}.{table}", str(exc), time.monotonic() - table_started)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, names))
     return ReconcileResult(
         upstream.describe(),
         tuple(results),

@@ -234,7 +234,8 @@ def bucket_checksums_of_both(
     def tagged(side: SparkSide, tag: str) -> DataFrame:
         return side._hashed(by, width).select(F.lit(tag).alias("_side"), BUCKET, HIGH, LOW)
 
-    both = tagged(upstream, "u").unionByName(tagged(downstream, "d"))
+    # the Delta side first: the job runs in its session (the one that holds this table's settings)
+    both = tagged(downstream, "d").unionByName(tagged(upstream, "u"))
     sums = _sums(both, F.concat(F.col("_side"), F.lit(":"), F.col(BUCKET)))
     found: dict[str, dict[str, Checksum]] = {"u": {}, "d": {}}
     for group, value in sums.items():

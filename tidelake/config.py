@@ -318,6 +318,8 @@ class ReconcileConfig:
     chunk_size: int = 20_000
     max_diff: int = 0
     parallelism: int = 4
+    # Tables compared side by side; a SQL upstream gets up to tables_at_once x parallelism connections.
+    tables_at_once: int = 4
     sample_size: int = 10
     # Bisection stops when a differing range holds at most this many upstream rows; they are row-diffed.
     leaf_rows: int = 256
@@ -345,6 +347,8 @@ class ReconcileConfig:
             raise ValueError(f"max_diff must not be negative, got {self.max_diff}")
         if not 1 <= self.parallelism <= 64:
             raise ValueError(f"parallelism must be 1..64, got {self.parallelism}")
+        if not 1 <= self.tables_at_once <= 32:
+            raise ValueError(f"tables_at_once must be 1..32, got {self.tables_at_once}")
         if self.float_tolerance < 0:
             raise ValueError(f"float_tolerance must not be negative, got {self.float_tolerance}")
 

@@ -150,6 +150,9 @@ class SqlUpstream:
         self.parallelism = parallelism
         self._bytes_closed = 0
         self._meta = connect(config)
+        # Tables are reconciled side by side: one at a time on the shared connection (a table's LOCK
+        # TABLES ... UNLOCK TABLES, a TiDB snapshot and the schema read under it go together).
+        self._meta_lock = threading.RLock()
         self.dialect = server_dialect(self._meta, config.kind)
         self.json_mode = self.dialect.json_mode
         self.reads_at_ts = self.dialect.reads_at_ts
@@ -165,28 +168,34 @@ class SqlUpstream:
 
     @property
     def bytes_received(self) -> int:
-        return self._bytes_closed + self._meta.bytes_received
+        with self._meta_lock:
+            return self._bytes_closed + self._meta.bytes_received
 
     def describe(self) -> str:
         return f"{self.dialect.name} {self.dialect.version} at {self.config.host}:{self.config.port}"
 
     def close(self) -> None:
-        self._bytes_closed += self._meta.bytes_received
-        self._meta.bytes_received = 0
-        self._meta.close()
+        with self._meta_lock:
+            self._bytes_closed += self._meta.bytes_received
+            self._meta.bytes_received = 0
+            self._meta.close()
 
     def list_tables(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
         """Upstream base tables matching `db.table` patterns; a pattern that matches nothing is an error."""
-        return match_tables(self.dialect.list_tables(_query_on(self._meta)), patterns, "upstream")
+        with self._meta_lock:
+            names = self.dialect.list_tables(_query_on(self._meta))
+        return match_tables(names, patterns, "upstream")
 
     def schema(self, db: str, table: str, ts: int | None = None) -> TableSchema:
         """The table's schema, read from the catalog at `ts` when the dialect reads at a ts."""
-        if self.reads_at_ts:
-            _open_snapshot(self._meta, self.dialect, ts, self.config)
-        return read_schema(_query_on(self._meta), db, table, self.dialect)
+        with self._meta_lock:
+            if self.reads_at_ts:
+                _open_snapshot(self._meta, self.dialect, ts, self.config)
+            return read_schema(_query_on(self._meta), db, table, self.dialect)
 
     def row_estimate(self, db: str, table: str) -> int | None:
-        return self.dialect.row_estimate(_query_on(self._meta), db, table)
+        with self._meta_lock:
+            return self.dialect.row_estimate(_query_on(self._meta), db, table)
 
     @contextmanager
     def open_table(
@@ -201,14 +210,16 @@ class SqlUpstream:
                     _open_snapshot(conn, self.dialect, snapshot_ts, self.config)
                 described = f"{self.dialect.name} read at ts {snapshot_ts}" if snapshot_ts else None
             else:
-                lock_note, described = self._start_snapshots(conns, schema)
+                with self._meta_lock:
+                    lock_note, described = self._start_snapshots(conns, schema)
             reader = SqlTableReader(schema, columns, self.dialect, digits, conns)
             reader.notes = [lock_note] if lock_note else []
             reader.snapshot = described
             yield reader
         finally:
             for conn in conns:
-                self._bytes_closed += conn.bytes_received
+                with self._meta_lock:
+                    self._bytes_closed += conn.bytes_received
                 with suppress(pymysql.err.Error):
                     conn.close()
 

@@ -271,3 +271,46 @@ def test_both_sides_bucket_checksums_in_one_job_equal_each_side_alone(spark) -> 
     assert together == alone
     assert sum(n for n, _ in together[0].values()) == 60 and sum(n for n, _ in together[1].values()) == 59
     assert together[0] != together[1]
+
+
+def test_tables_side_by_side_report_what_one_at_a_time_reports(spark, tmp_path, capsys) -> None:
+    """Four tables, two with their own differences, compared and repaired three at a time: every table's
+    result is its own (no session setting or frame crosses over) and in the upstream's table order."""
+    expected, warehouse = tmp_path / "expected", tmp_path / "wh"
+    schema = ARROW.with_metadata({b"tidelake.primary_key": b'["id"]'})
+    for t in range(4):
+        target = expected / "scan-1" / "shop" / f"t{t}.parquet"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = rows(20 + t)
+        pq.write_table(
+            pa.Table.from_pylist([dict(zip(ARROW.names, r, strict=True)) for r in data], schema), target
+        )
+        damaged = [r for r in rows(20 + t, bump=t + 1) if r[0] != t + 5] if t % 2 else data
+        write_delta(spark, warehouse / "shop" / f"t{t}", damaged, 100)
+    (expected / "index.json").write_text(
+        json.dumps(
+            {
+                "format": "tidelake.expected",
+                "version": 1,
+                "scans": [{"scan_id": "scan-1", "resolved_ts": 100}],
+            }
+        )
+    )
+
+    def compared(at_once: int, *flags: str) -> list[dict]:
+        code, doc = run(
+            capsys, config(tmp_path, warehouse, expected, "expected", tables_at_once=at_once), *flags
+        )
+        assert code == (0 if "--repair" in flags else 1)
+        return [{k: v for k, v in t.items() if "seconds" not in k} for t in doc["tables"]]
+
+    alone = compared(1)
+    assert [t["table"] for t in alone] == [f"shop.t{t}" for t in range(4)]
+    assert [(t["missing"], t["changed"]) for t in alone] == [(0, 0), (1, 1), (0, 0), (1, 1)]
+    assert [t["samples"]["changed"][0]["key"] for t in alone[1::2]] == [{"id": 2}, {"id": 4}]
+    assert compared(3) == alone
+    repaired = compared(3, "--repair")
+    assert [t["repair"]["remaining"] for t in repaired[1::2]] == [
+        {"missing": 0, "extra": 0, "changed": 0}
+    ] * 2
+    assert run(capsys, config(tmp_path, warehouse, expected, "expected", tables_at_once=3))[0] == 0

@@ -104,6 +104,10 @@ def test_options_lay_flags_over_the_config() -> None:
     assert (options.chunk_size, options.max_diff, options.tables, options.at_ts) == (10, 5, ("a.b",), None)
     with pytest.raises(ValueError, match="parallelism"):
         RunOptions.from_config(ReconcileConfig(), parallelism=0)
+    assert RunOptions.from_config(ReconcileConfig(tables_at_once=2), tables_at_once=None).tables_at_once == 2
+    for wrong in (0, 33):
+        with pytest.raises(ValueError, match="tables_at_once must be 1..32"):
+            RunOptions.from_config(ReconcileConfig(), tables_at_once=wrong)
 
 
 def test_table_patterns_match_or_fail_loudly() -> None:
