@@ -27,6 +27,9 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # false: a MERGE rewrites the files it touches even where the table has deletion vectors enabled
 MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
+# none: a MERGE reads its source as it is; "auto" copies any source that is not a Delta scan first
+# (`localCheckpoint`, one more Spark job and a copy of the rows) so that its two passes see the same rows
+MERGE_MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
 @dataclass(frozen=True)

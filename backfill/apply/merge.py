@@ -126,13 +126,16 @@ def merge_changes(
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
-    session_conf = {delta.MERGE_DELETION_VECTORS: "false"} if rewrite_files else None
+    session_conf = {delta.MERGE_DELETION_VECTORS: "false"} if rewrite_files else {}
     keys = identity.columns(schema)
     if not keys:
         return _merge_multiset(
             spark, path, schema, changes, app_id=app_id, txn_version=txn_version, metadata=metadata,
             session_conf=session_conf,
         )  # fmt: skip
+    # The changes are persisted (stage.materialize) and computed again from the same input if a block is
+    # lost, so Delta need not copy them before its MERGE reads them twice.
+    session_conf[delta.MERGE_MATERIALIZE_SOURCE] = "none"
     on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys) + key_range_condition(keys[0], key_bounds)
     columns = {quote(name): f"s.{quote(name)}" for name in (*schema.output_names, COMMIT_TS)}
     newer = f"s.{quote(COMMIT_TS)} >= t.{quote(COMMIT_TS)}"
