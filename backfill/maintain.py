@@ -204,8 +204,8 @@ def _retried(
 
 
 def _checkpoint(spark: SparkSession, path: str) -> None:
-    jvm = fs.jvm_view(spark)  # py4j: Delta has no SQL or Python call that writes a log checkpoint
-    jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path).checkpoint()
+    delta_log = fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog")
+    delta_log.forTable(spark._jsparkSession, path).checkpoint()  # no SQL or Python call writes one
 
 
 def _files(step: dict[str, Any] | None) -> str:

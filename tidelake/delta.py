@@ -70,9 +70,9 @@ def commit_info(spark: SparkSession, metadata: Mapping[str, Any]) -> Iterator[No
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
-
-    return bool(DeltaTable.isDeltaTable(spark, path))
+    """`DeltaTable.isDeltaTable`, called on the JVM class directly (`fs.jvm_class`): it is asked several
+    times per table of a run."""
+    return bool(fs.jvm_class(spark, "io.delta.tables.DeltaTable").isDeltaTable(spark._jsparkSession, path))
 
 
 def table_version(spark: SparkSession, path: str) -> int:
@@ -296,7 +296,7 @@ def advance_txn(
 
 
 def _snapshot(spark: SparkSession, path: str) -> Any:
-    jvm = fs.jvm_view(spark)  # py4j: the Python API has no call for the log's SetTransaction actions
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-    none = jvm.scala.Option.empty()
+    # py4j: the Python API has no call for the log's SetTransaction actions
+    log = fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+    none = fs.jvm_class(spark, "scala.Option").empty()
     return log.update(False, none, none)

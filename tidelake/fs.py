@@ -30,8 +30,20 @@ def jvm_view(spark: SparkSession) -> Any:
     return view
 
 
+def jvm_class(spark: SparkSession, name: str) -> Any:
+    """The JVM class `name` (fully qualified), with no round trip: py4j's `jvm.a.b.C` asks the JVM about
+    `a`, `a.b`, ... in turn, and each package name is a failed class lookup under every import, through
+    every jar on the class path (a few ms a call, several calls per table of a run)."""
+    from py4j.java_gateway import JavaClass
+
+    jvm_view(spark)  # a stopped session says so
+    gateway = spark.sparkContext._gateway
+    assert gateway is not None  # a session with a JVM has its gateway
+    return JavaClass(name, gateway._gateway_client)
+
+
 def _path(spark: SparkSession, uri: str) -> tuple[Any, Any]:
-    path = jvm_view(spark).org.apache.hadoop.fs.Path(uri)
+    path = jvm_class(spark, "org.apache.hadoop.fs.Path")(uri)
     return path.getFileSystem(spark._jsc.hadoopConfiguration()), path
 
 
@@ -64,7 +76,7 @@ def read_text(spark: SparkSession, uri: str) -> str:
     fs, path = _path(spark, uri)
     stream = fs.open(path)
     try:
-        data = jvm_view(spark).org.apache.commons.io.IOUtils.toByteArray(stream)
+        data = jvm_class(spark, "org.apache.commons.io.IOUtils").toByteArray(stream)
     finally:
         stream.close()
     try:
@@ -88,11 +100,10 @@ def upload(spark: SparkSession, local_dir: str, uri: str) -> None:
 
     Hadoop's generic stream copy, not S3A's copyFromLocalFile (which fails to relativize some local paths).
     """
-    jvm = jvm_view(spark)
     conf = spark._jsc.hadoopConfiguration()
-    source = jvm.org.apache.hadoop.fs.Path(qualify(spark, local_dir))
+    source = jvm_class(spark, "org.apache.hadoop.fs.Path")(qualify(spark, local_dir))
     target_fs, target = _path(spark, uri)
-    jvm.org.apache.hadoop.fs.FileUtil.copy(
+    jvm_class(spark, "org.apache.hadoop.fs.FileUtil").copy(
         source.getFileSystem(conf), source, target_fs, target, False, True, conf
     )
 
