@@ -3,6 +3,10 @@
 Generates about ``--events`` events (transactions are sized from a measured events-per-transaction mix),
 then prints wall time, events per second and the process's peak RSS. The output goes to a temporary
 folder that is removed afterwards unless ``--out`` is given.
+
+``--hot`` generates the workload ``bench/backfill.py`` reads instead: 4 tables of ``events / 200`` seeded
+rows each, 70% of the single-table transactions in the first (a hot table), 3 scans. Target there: under
+3 GB peak RSS at 10M events.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 # Run as a script, this folder comes first on sys.path, and bench/backfill.py would shadow the package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -30,7 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=5_000, help="rows seeded per table")
     p.add_argument("--scans", type=int, default=0, help="default: one per ~250k events")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--hot", action="store_true", help="bench/backfill.py's hot-table workload")
     args = p.parse_args(argv)
+    hot: dict[str, Any] = {}
+    if args.hot:  # bench/backfill.py's `_workload`
+        args.tables, args.rows, args.scans = 4, max(50, args.events // 200), 3
+        hot = {"ddls_per_scan": 0, "hot_table_share": 0.7, "events": args.events}
     scans = args.scans or max(2, args.events // 250_000)
     txns = estimate_txns_for_events(args.events, tables=args.tables, rows=args.rows)
     out = args.out or Path(tempfile.mkdtemp(prefix="tidelake-bench-")) / "sim"
@@ -38,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = simulate(
             SimulationConfig(
-                out=out, seed=args.seed, tables=args.tables, rows=args.rows, txns=txns, scans=scans
+                out=out, seed=args.seed, tables=args.tables, rows=args.rows, txns=txns, scans=scans, **hot
             )
         )
     finally:

@@ -106,9 +106,9 @@ class Capture:
             s.resolved_cap = self.retired[first.pid] - 1
             lo, hi = table_span(first.pid)
             for key in first.keys_in(max(lo, s.region.start), min(hi, s.region.end) if s.region.end else hi):
-                versions = first.keys[key].versions
-                if versions and versions[-1].put:
-                    s.stale_write = (key, versions[-1].value, self.retired[first.pid])
+                v = first.latest(key)
+                if v is not None and v.put:
+                    s.stale_write = (key, v.value, self.retired[first.pid])
                     break
 
     # ------------------------------------------------------------ output
@@ -166,45 +166,20 @@ class Capture:
         parts = []
         for t, lo, hi in self._tables(r):
             keys = t.keys_in(lo, hi)
-            locks = {k: t.keys[k].lock for k in t.locked if lo <= k < hi}
+            locks = {k: lock for k, lock in t.locks.items() if lo <= k < hi}
             parts.append((t, keys, locks))
 
         def rows() -> Iterator[Row]:
+            get = self.store.values.get
             for t, keys, locks in parts:
                 for key in keys:
                     lock = locks.get(key)
                     if lock is not None:
-                        yield (
-                            PREWRITE,
-                            lock.start_ts,
-                            None,
-                            PUT if lock.put else DELETE,
-                            key,
-                            lock.value,
-                            lock.old_value,
-                            lock.generation,
-                        )
-                    ks = t.keys.get(key)
-                    if ks is None:
-                        continue
-                    vs = ks.versions
-                    for i in range(len(vs) - 1, -1, -1):
-                        v = vs[i]
-                        if v.seq > snap_seq:
-                            continue
-                        if v.commit_ts <= checkpoint:
-                            break
-                        old = vs[i - 1].value if i > 0 and vs[i - 1].put else b""
-                        yield (
-                            COMMITTED,
-                            v.start_ts,
-                            v.commit_ts,
-                            PUT if v.put else DELETE,
-                            key,
-                            v.value,
-                            old,
-                            0,
-                        )
+                        op = PUT if lock.put else DELETE
+                        value, old = get(lock.value_ref), get(lock.old_ref)
+                        yield (PREWRITE, lock.start_ts, None, op, key, value, old, lock.generation)
+                    for start_ts, commit_ts, put, value, old in t.committed(key, checkpoint, snap_seq):
+                        yield (COMMITTED, start_ts, commit_ts, PUT if put else DELETE, key, value, old, 0)
 
         return rows()
 

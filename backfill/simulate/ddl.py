@@ -264,7 +264,7 @@ class DdlRunner:
             if t is None:
                 continue
             for key in list(t.sorted_keys()):
-                v = t.keys[key].latest
+                v = t.latest(key)
                 if v is None or not v.put:
                     continue
                 handle = decode_record_key(key).handle
@@ -272,7 +272,9 @@ class DdlRunner:
                 new = next(p for p in bounds if handle < p.less_than)
                 new_key = record_key(new.id, handle)
                 origin = v.origin or (old, key, v)  # a copy of a copy: still the row first written
-                w.store.add_version(new.id, new_key, commit_ts, start_ts, True, v.value, None, origin)
+                w.store.add_version(
+                    new.id, new_key, commit_ts, start_ts, True, w.store.values.put(v.value), 0, origin
+                )
                 w.emit(new_key, (COMMITTED, start_ts, commit_ts, PUT, new_key, v.value, b"", 0))
                 self.load.pool(new.id).add(new_key)
                 w.stats["reorganized_rows"] += 1

@@ -20,6 +20,7 @@ from backfill.simulate.changelog import CHANGELOG_PATH, ChangeLog
 from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
 from backfill.simulate.ddl import DdlRunner, partition_width
 from backfill.simulate.expected import write_expected, write_index
+from backfill.simulate.store import Store
 from backfill.simulate.tables import TEMPLATES, build_table, collation_template
 from backfill.simulate.txns import Txn, Workload
 from backfill.simulate.world import OpLog, World
@@ -40,7 +41,7 @@ class Engine:
             if (out / sub).exists():
                 raise FileExistsError(f"{out / sub} already exists: simulate into an empty folder")
         (out / "scans").mkdir(parents=True)
-        self.w = World(cfg, random.Random(cfg.seed))
+        self.w = World(cfg, random.Random(cfg.seed), store=Store(out))
         if cfg.mysql_url:
             self.w.oplog = OpLog(out / ".mysql-ops.pkl")
         if cfg.ticdc_changelog:
@@ -121,9 +122,7 @@ class Engine:
         w = self.w
         out: dict[int, int] = {}
         for t in w.store.tables.values():
-            for key in t.locked:
-                lock = t.keys[key].lock
-                assert lock is not None
+            for key, lock in t.locks.items():
                 rid = w.regions.locate(key).id
                 if lock.start_ts < out.get(rid, 1 << 64):
                     out[rid] = lock.start_ts
@@ -139,6 +138,7 @@ class Engine:
         for k in range(cfg.scans):
             self.window(k, self._window_txns(k, per_scan))
         events = sum(s.events for s in self.summaries)
+        self.w.store.close()
         if self.w.changes is not None:
             self.w.changes.close()
         for sink in cfg.storage_sinks:
@@ -285,7 +285,7 @@ class Engine:
         write_index(cfg.out, self.index)
         for name, n in cap.counts.items():
             w.stats[f"captured_{name.lower()}"] += n
-        w.stats["open_locks_at_capture_end"] += sum(len(t.locked) for t in w.store.tables.values())
+        w.stats["open_locks_at_capture_end"] += sum(len(t.locks) for t in w.store.tables.values())
         self.summaries.append(
             ScanSummary(scan_id, checkpoint, current, self.resolved, events, len(cap.regions), len(jobs))
         )

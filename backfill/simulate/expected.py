@@ -72,10 +72,7 @@ def table_at(world: World, version: TableVersion, ts: int) -> pa.Table:
         t = store.tables.get(pid)
         if t is None:
             continue
-        for key, ks in t.keys.items():
-            v = ks.latest_at(ts)
-            if v is None or not v.put:
-                continue
+        for key, v in t.rows_at(ts):
             row = world.logical_row(version.uid, pid, key, v, to_index)
             if row is None:
                 continue

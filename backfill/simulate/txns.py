@@ -20,6 +20,7 @@ from backfill.simulate.coltypes import convert, name_vocabulary, random_value, r
 from backfill.simulate.packed import pack_phys, unpack_phys
 from backfill.simulate.store import Lock
 from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
+from backfill.simulate.valuelog import ValueRef
 from backfill.simulate.world import World, decode_phys
 from tidelake.conventions import ROWID
 
@@ -55,18 +56,22 @@ class KeyPool:
 
 @dataclass(slots=True)
 class Mutation:
+    """One key a transaction writes. Its payloads wait in the value log (a window's transactions start in
+    one tick, so hundreds of thousands are pending at once); the refs are held until the store adopts
+    them at commit, or the transaction ends without it."""
+
     uid: int
     pid: int
     key: bytes
     put: bool
-    packed_phys: bytes | None  # packed.pack_phys of the column map written (None: a delete)
-    value: bytes
-    pk: dict[int, Any]  # column id -> value; {-1: rowid} for rowid tables
-    drafts: list[bytes] = field(default_factory=list)
+    phys_ref: ValueRef  # packed.pack_phys of the column map written (0: a delete)
+    value_ref: ValueRef  # the encoded row (0: a delete)
+    pk: dict[int, Any] | None  # column id -> value, {-1: rowid} for rowid tables (None once not needed)
+    drafts: list[ValueRef] | None = None  # a pipelined transaction's earlier generations' values
     prewritten: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class Txn:
     id: int
     kind: str
@@ -227,7 +232,10 @@ class Workload:
     def _put(self, uid: int, pid: int, key: bytes, pk: dict[int, Any], row: dict[int, Any]) -> Mutation:
         d, wv = self.w.catalog.done[uid], self.w.catalog.writing[uid]
         phys = self._physical(wv, row)
-        return Mutation(uid, pid, key, True, pack_phys(phys), self._encode(d, wv, key, phys), pk)
+        log = self.w.store.values
+        return Mutation(
+            uid, pid, key, True, log.put(pack_phys(phys)), log.put(self._encode(d, wv, key, phys)), pk
+        )
 
     def _current(self, uid: int, pid: int, key: bytes) -> dict[int, Any]:
         cat = self.w.catalog
@@ -260,7 +268,7 @@ class Workload:
         row = self._current(uid, pid, key)
         pk = self._pk_of(d, key, row)
         if op == "delete":
-            return [Mutation(uid, pid, key, False, None, b"", pk)]
+            return [Mutation(uid, pid, key, False, 0, 0, pk)]
         self._edit(wv, row)
         if op == "update" and named_by_text(d) and w.rng.random() < 0.4:
             return self._respell_key(d, pid, key, pk, row)
@@ -271,7 +279,7 @@ class Workload:
                 self.reserved.add(nkey)
                 row.update(npk)
                 w.stats["pk_changes"] += 1
-                return [Mutation(uid, pid, key, False, None, b"", pk), self._put(uid, npid, nkey, npk, row)]
+                return [Mutation(uid, pid, key, False, 0, 0, pk), self._put(uid, npid, nkey, npk, row)]
         return [self._put(uid, pid, key, pk, row)]
 
     def _respell_key(
@@ -291,7 +299,7 @@ class Workload:
         self.reserved.add(new_key)
         self.w.stats["pk_changes"] += 1
         return [
-            Mutation(d.uid, pid, key, False, None, b"", pk),
+            Mutation(d.uid, pid, key, False, 0, 0, pk),
             self._put(d.uid, pid, new_key, {col.id: name}, row),
         ]
 
@@ -365,6 +373,9 @@ class Workload:
             for u in txn.epochs:
                 w.long_uids[u] += 1
         self._schedule_prewrite(txn)
+        if w.oplog is None:  # only the MariaDB op log needs the key columns again
+            for m in txn.muts:
+                m.pk = None
         txn.next_tick = w.tick + (1 if rng.random() < 0.5 else 0)
         self.txns.append(txn)
         w.stats[f"txn_{kind}"] += 1
@@ -378,12 +389,15 @@ class Workload:
             return
         if txn.kind == "pipelined":
             txn.generations = rng.randint(2, 3)
+            log = self.w.store.values
             for m in txn.muts:
                 if m.put:
+                    assert m.pk is not None
                     d, wv = self.w.catalog.done[m.uid], self.w.catalog.writing[m.uid]
+                    m.drafts = []
                     for _ in range(txn.generations - 1):
                         row = self._random_row(wv, m.pk)
-                        m.drafts.append(self._encode(d, wv, m.key, self._physical(wv, row)))
+                        m.drafts.append(log.put(self._encode(d, wv, m.key, self._physical(wv, row))))
             txn.batches = [list(range(n)) for _ in range(txn.generations)]
             return
         per_tick = 100 if txn.kind == "large" else n
@@ -423,19 +437,11 @@ class Workload:
             for m in txn.muts:
                 prev = w.store.latest(m.pid, m.key)
                 old = prev.value if prev is not None and prev.put else b""
-                w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.packed_phys)
+                value = w.store.values.get(m.value_ref)
+                w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value_ref, m.phys_ref)
                 w.emit(
                     m.key,
-                    (
-                        COMMITTED,
-                        txn.start_ts,
-                        txn.commit_ts,
-                        PUT if m.put else DELETE,
-                        m.key,
-                        m.value,
-                        old,
-                        0,
-                    ),
+                    (COMMITTED, txn.start_ts, txn.commit_ts, PUT if m.put else DELETE, m.key, value, old, 0),
                 )
             self._finish(txn, committed=True)
             return
@@ -485,14 +491,15 @@ class Workload:
     def _prewrite(self, txn: Txn, m: Mutation, gen_index: int) -> None:
         w = self.w
         prev = w.store.latest(m.pid, m.key)
-        old = prev.value if prev is not None and prev.put else b""
+        old_ref = prev.value_ref if prev is not None and prev.put else 0
         pipelined = txn.kind == "pipelined"
         generation = gen_index + 1 if pipelined else 0
-        value = m.value if not pipelined or gen_index >= len(m.drafts) else m.drafts[gen_index]
+        value_ref = m.drafts[gen_index] if m.drafts and gen_index < len(m.drafts) else m.value_ref
         if pipelined and not m.put and gen_index < txn.generations - 1:
             return  # a pipelined delete is flushed in the last generation only
-        w.store.put_lock(m.pid, m.key, Lock(txn.start_ts, m.put, value, generation, old, txn.id))
+        w.store.put_lock(m.pid, m.key, Lock(txn.start_ts, m.put, value_ref, generation, old_ref, txn.id))
         m.prewritten = True
+        value, old = w.store.values.get(value_ref), w.store.values.get(old_ref)
         w.emit(m.key, (PREWRITE, txn.start_ts, None, PUT if m.put else DELETE, m.key, value, old, generation))
         if pipelined:
             w.stats["pipelined_prewrites"] += 1
@@ -504,15 +511,17 @@ class Workload:
             return
         for m in txn.muts:
             if m.put and m.prewritten and w.rng.random() < 0.06:
-                lock = w.store.tables[m.pid].keys[m.key].lock
-                assert lock is not None
-                w.emit(m.key, (PREWRITE, txn.start_ts, None, PUT, m.key, b"", lock.old_value, 0))
+                lock = w.store.tables[m.pid].locks[m.key]
+                w.emit(
+                    m.key,
+                    (PREWRITE, txn.start_ts, None, PUT, m.key, b"", w.store.values.get(lock.old_ref), 0),
+                )
                 w.stats["fake_prewrites"] += 1
 
     def _commit(self, txn: Txn, m: Mutation) -> None:
         w = self.w
         w.store.remove_lock(m.pid, m.key)
-        w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value, m.packed_phys)
+        w.store.add_version(m.pid, m.key, txn.commit_ts, txn.start_ts, m.put, m.value_ref, m.phys_ref)
         w.emit(m.key, (COMMIT, txn.start_ts, txn.commit_ts, PUT if m.put else DELETE, m.key, b"", None, 0))
 
     def _log(self, txn: Txn) -> None:
@@ -524,11 +533,12 @@ class Workload:
             d = w.catalog.done.get(m.uid)
             if d is None or m.pid not in d.physical_ids:
                 continue
-            phys = None if m.packed_phys is None else unpack_phys(m.packed_phys)
+            phys = unpack_phys(w.store.values.get(m.phys_ref)) if m.phys_ref else None
             if w.changes is not None:
                 w.changes.row(w, txn.commit_ts, d, m.pid, m.key, m.put, phys)
             if w.oplog is None:
                 continue
+            assert m.pk is not None
             if m.put:
                 assert phys is not None
                 row = decode_phys(d, phys)
@@ -543,8 +553,14 @@ class Workload:
     def _finish(self, txn: Txn, *, committed: bool) -> None:
         w = self.w
         txn.state = "done"
+        log = w.store.values
         for m in txn.muts:
             self.reserved.discard(m.key)
+            for ref in m.drafts or ():
+                log.discard(ref)
+            if not committed:  # committed ones the store adopted
+                log.discard(m.value_ref)
+                log.discard(m.phys_ref)
             if committed:
                 pool = self.pool(m.pid)
                 if m.put:
