@@ -217,9 +217,9 @@ class SqlUpstream:
             reader.snapshot = described
             yield reader
         finally:
+            with self._meta_lock:
+                self._bytes_closed += sum(conn.bytes_received for conn in conns)
             for conn in conns:
-                with self._meta_lock:
-                    self._bytes_closed += conn.bytes_received
                 with suppress(pymysql.err.Error):
                     conn.close()
 
