@@ -40,6 +40,7 @@ from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_re
 from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
+from backfill.sources.ticdc.open_supersede import LatestPerKey
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import delta, fs
 from tidelake.errors import InputError
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 
     from tidelake.config import KafkaSourceConfig, SourceConfig
 
+TYPED_BATCH_ROWS = 10_000  # events typed at once: what a task holds twice over is its read events
 _EVENTS_DDL = (
     "topic STRING, partition INT, offset BIGINT, index INT, type TINYINT, ts BIGINT, schema STRING, "
     "table STRING, row_id BIGINT, physical_id BIGINT, handle_only BOOLEAN, claim_check STRING, "
@@ -320,6 +322,7 @@ class KafkaSource(Source):
                         window.protocol,
                         tally=tasks.tally(index),
                         tasks=decode_task_count(read),
+                        keys=window.identity(index).columns(version.schema),
                     )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
@@ -387,12 +390,14 @@ def typed_rows(
     protocol: str = "open-protocol",
     tally: DecodeTally | None = None,
     tasks: int | None = None,
+    keys: Sequence[str] = (),
 ) -> DataFrame:
     """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
     for canal-json), with `_tidb_line` (position in the partition) for the collapse.
 
     `tasks`: the rows are typed by that many Python tasks (`sources.decode_tasks`), not one per topic
-    partition; `tally` records the tasks that ran."""
+    partition; `tally` records the tasks that ran. `keys`: the table's merge key; an open-protocol task
+    types only the events no other event of its own supersedes (`open_supersede`)."""
     from pyspark.sql import functions as F
 
     from backfill.sources.kvscan.decode import spark_ddl
@@ -427,8 +432,16 @@ def typed_rows(
                 zero_dates.add(stats.zero_dates)
             yield from typed.select(names).replace_schema_metadata(None).to_batches()
 
+    latest = LatestPerKey(keys) if keys else None
+
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in noted(batches):
+        task = list(noted(batches))
+        if not task:
+            return
+        events = pa.Table.from_batches(task)
+        if latest is not None:
+            events = latest.keep(events)
+        for batch in events.to_batches(max_chunksize=TYPED_BATCH_ROWS):
             table = pa.Table.from_batches([batch])
             table = table.set_column(
                 table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
