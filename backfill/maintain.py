@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from backfill.apply.layout import KEY_COLUMNS_PROPERTY, TARGET_FILE_SIZE_PROPERTY
 from backfill.sources.base import CheckpointBook
-from tidelake import delta, fs
+from tidelake import delta
 from tidelake.faults import fault_point
 from tidelake.sqlident import quote_ident as quote
 
@@ -204,8 +204,7 @@ def _retried(
 
 
 def _checkpoint(spark: SparkSession, path: str) -> None:
-    delta_log = fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog")
-    delta_log.forTable(spark._jsparkSession, path).checkpoint()  # no SQL or Python call writes one
+    delta.delta_log(spark, path).checkpoint()  # no SQL or Python call writes one
 
 
 def _files(step: dict[str, Any] | None) -> str:

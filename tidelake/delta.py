@@ -295,8 +295,12 @@ def advance_txn(
     )
 
 
+def delta_log(spark: SparkSession, path: str) -> Any:
+    """The table's `DeltaLog` (py4j): for what the Python API has no call for (the log's SetTransaction
+    actions, writing a checkpoint)."""
+    return fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+
+
 def _snapshot(spark: SparkSession, path: str) -> Any:
-    # py4j: the Python API has no call for the log's SetTransaction actions
-    log = fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
     none = fs.jvm_class(spark, "scala.Option").empty()
-    return log.update(False, none, none)
+    return delta_log(spark, path).update(False, none, none)

@@ -22,23 +22,15 @@ class FileStatus:
     size: int
 
 
-def jvm_view(spark: SparkSession) -> Any:
-    """The session's py4j JVM view (py4j is untyped); a stopped session has none."""
-    view = spark._jvm
-    if view is None:
-        raise RuntimeError("the SparkSession is stopped: it has no JVM")
-    return view
-
-
 def jvm_class(spark: SparkSession, name: str) -> Any:
     """The JVM class `name` (fully qualified), with no round trip: py4j's `jvm.a.b.C` asks the JVM about
     `a`, `a.b`, ... in turn, and each package name is a failed class lookup under every import, through
-    every jar on the class path (a few ms a call, several calls per table of a run)."""
+    every jar on the class path (a few ms a call, several calls per table of a run). py4j is untyped."""
     from py4j.java_gateway import JavaClass
 
-    jvm_view(spark)  # a stopped session says so
     gateway = spark.sparkContext._gateway
-    assert gateway is not None  # a session with a JVM has its gateway
+    if spark._jvm is None or gateway is None:
+        raise RuntimeError("the SparkSession is stopped: it has no JVM")
     return JavaClass(name, gateway._gateway_client)
 
 

@@ -135,10 +135,12 @@ class Engine:
         self.setup()
         cfg = self.cfg
         per_scan = [cfg.txns // cfg.scans + (1 if k < cfg.txns % cfg.scans else 0) for k in range(cfg.scans)]
-        for k in range(cfg.scans):
-            self.window(k, self._window_txns(k, per_scan))
+        try:
+            for k in range(cfg.scans):
+                self.window(k, self._window_txns(k, per_scan))
+        finally:
+            self.w.store.close()  # its value log's files, unlinked but open, on an error too
         events = sum(s.events for s in self.summaries)
-        self.w.store.close()
         if self.w.changes is not None:
             self.w.changes.close()
         for sink in cfg.storage_sinks:
