@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for bench.spark_jobs
 
 from backfill.simulate import SimulationConfig, load_index, simulate
 from backfill.simulate.engine import estimate_txns_for_events
+from bench.spark_jobs import job_id_next, print_slowest_jobs
 
 if TYPE_CHECKING:
     from tidelake.config import TidelakeConfig
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="floor and ours alternate this many times; the best of each counts",
     )
+    parser.add_argument("--jobs", type=int, default=0, help="print the N slowest Spark jobs of the last ours")
     args = parser.parse_args(argv)
 
     began = time.perf_counter()
@@ -86,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     from tidelake.spark import build_session
 
     spark = build_session(
-        "tidelake-bench", SparkConfig(master="local[2]", shuffle_partitions=8, driver_memory="6g")
+        "tidelake-bench",
+        SparkConfig(master="local[2]", shuffle_partitions=8, driver_memory="6g", ui=bool(args.jobs)),
     )
     spark.range(1000).selectExpr("sum(id)").collect()  # JVM and Python workers warm, outside the timings
     work = Path(tempfile.mkdtemp(prefix="tidelake-bench-"))
@@ -103,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         config = _config(work / f"round-{round_}", scans)
+        first_job = job_id_next(spark)
         t = time.perf_counter()
         result = run_backfill(spark, config)
         took = time.perf_counter() - t
@@ -114,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             f"round {round_} ours:      {took:7.1f}s  {events / took:>10,.0f} events/s   ({stages}; "
             f"hot table {hot.table} decoded by {hot.decode_tasks} tasks)"
         )
+    if args.jobs:
+        print_slowest_jobs(spark, args.jobs, since=first_job)
     print(f"ours:       {ours:7.1f}s  {events / ours:>10,.0f} events/s   best of {args.rounds}")
     print(f"floor (a):  {floor:7.1f}s  {events / floor:>10,.0f} events/s   best of {args.rounds}")
 

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.ser
 from backfill.simulate import SimulationConfig, load_index, simulate  # noqa: E402
 from backfill.simulate.kafka import Changefeed, changefeed_messages, publish  # noqa: E402
 from backfill.sources.ticdc.open_protocol import Where, split_message  # noqa: E402
+from bench.spark_jobs import job_id_next, print_slowest_jobs  # noqa: E402
 
 ROW_EVENTS_PER_TXN = 4.5  # measured mix of the simulator's random transactions (rows per txn)
 
@@ -43,26 +44,6 @@ def counted(messages, counter: list[int], protocol: str = "open-protocol"):
         if pairs and b'"t":1' in pairs[0][0]:
             counter[0] += len(pairs)
         yield m
-
-
-def print_slowest_jobs(spark, n: int) -> None:
-    """The `n` longest Spark jobs of the session (its REST API), with their call sites."""
-    import json
-    import urllib.request
-    from datetime import datetime
-
-    sc = spark.sparkContext
-    with urllib.request.urlopen(f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/jobs") as r:
-        jobs = json.load(r)
-
-    def seconds(job) -> float:
-        parse = lambda t: datetime.strptime(t, "%Y-%m-%dT%H:%M:%S.%f%Z")  # noqa: E731
-        return (parse(job["completionTime"]) - parse(job["submissionTime"])).total_seconds()
-
-    done = [j for j in jobs if "completionTime" in j]
-    print(f"{len(done)} Spark jobs, {sum(map(seconds, done)):.1f}s in all; the slowest:")
-    for job in sorted(done, key=seconds, reverse=True)[:n]:
-        print(f"  {seconds(job):7.2f}s  job {job['jobId']:4}  {job['name'][:110]}")
 
 
 def generate(data: Path, events: int, seed: int) -> Path:
@@ -167,11 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             f'[job]\nname = "bench"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{bootstrap}"\n'
             f'topic = "{topic}"\nprotocol = "{args.protocol}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
         )
+        first_job = job_id_next(spark)
         started = time.perf_counter()
         result = run_backfill(spark, load_config(conf))
         ours = time.perf_counter() - started
         if args.jobs:
-            print_slowest_jobs(spark, args.jobs)
+            print_slowest_jobs(spark, args.jobs, since=first_job)
         spark.stop()
     finally:
         if broker is not None:
