@@ -37,7 +37,7 @@ from backfill.sources.decode_tasks import DecodeTally, DecodeTasks, decode_task_
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
 from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
-from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records
+from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records, event_line
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
 from backfill.sources.ticdc.open_supersede import LatestPerKey
@@ -453,10 +453,7 @@ def typed_rows(
                 raise in_task(str(exc)) from None
             if stats.zero_dates:
                 zero_dates.add(stats.zero_dates)
-            line = pc.add(
-                pc.multiply(typed.column(OFFSET), pa.scalar(1 << 20, pa.int64())),
-                pc.cast(typed.column(INDEX), pa.int64()),
-            )
+            line = event_line(typed.column(OFFSET), typed.column(INDEX))
             names = [*schema.output_names, COMMIT_TS, OP]
             out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
             yield from out.to_batches()

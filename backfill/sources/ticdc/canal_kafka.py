@@ -27,7 +27,7 @@ from backfill.codec import DecodeStats, TableSchema
 from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_json
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.compression import check_codec, decompress
-from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, Where
+from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, Where, event_line
 from backfill.sources.ticdc.open_rows import FETCH_CLAIM_CHECK, FETCH_HANDLE_KEY, incomplete_message
 from backfill.sources.ticdc.text_values import TextDialect
 from tidelake.errors import InputError
@@ -176,7 +176,7 @@ def typed_canal_rows(
     rows = parse_canal_json(b"\n".join(values) + b"\n", "\n", names, keys, where)
     typed = to_arrow(schema, rows, TextDialect("latin1", True, time_zone), where=where, stats=stats)
     positions = pc.subtract(typed.column(LINE), 1)
-    line = pc.multiply(pc.cast(pc.take(offsets, positions), pa.int64()), pa.scalar(1 << 20, pa.int64()))
+    line = event_line(pc.take(offsets, positions))
     return typed.set_column(typed.schema.get_field_index(LINE), LINE, line)
 
 

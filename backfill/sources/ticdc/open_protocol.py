@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backfill.sources.ticdc.compression import check_codec, decompress
 from tidelake.errors import InputError
@@ -68,6 +69,15 @@ class Where:
     def error(self, message: str, index: int | None = None) -> InputError:
         at = "" if index is None else f" event {index}"
         return InputError(f"open protocol: {self}{at}: {message}")
+
+
+def event_line(
+    offset: pa.Array | pa.ChunkedArray, index: pa.Array | pa.ChunkedArray | None = None
+) -> pa.Array:
+    """An event's place in its partition, one int64 that orders events: its message's offset times 2^20
+    plus its position in the message's batch (canal-json messages hold one event: no `index`)."""
+    line = pc.multiply(pc.cast(offset, pa.int64()), pa.scalar(1 << 20, pa.int64()))
+    return line if index is None else pc.add(line, pc.cast(index, pa.int64()))
 
 
 def split_frames(data: bytes, where: Where, what: str) -> list[bytes]:
@@ -308,6 +318,7 @@ __all__ = [
     "Where",
     "decode_message",
     "decode_records",
+    "event_line",
     "frame",
     "parse_key",
     "records_table",

@@ -1,7 +1,7 @@
 """Open-protocol row events that a later event of the same key supersedes, dropped before typing.
 
 A scheduled job reads many changes per key (a hot row updated every second), and the collapse keeps one:
-typing every value first (:mod:`open_rows`, the costly part) is work thrown away. :func:`latest_per_key`
+typing every value first (:mod:`open_rows`, the costly part) is work thrown away. :class:`LatestPerKey`
 applies the shared collapse rule (``apply/collapse.py``: the highest commit ts, a PUT over a DELETE at one
 ts, then the later line) to one task's events by their key columns' raw JSON, before they are typed, as
 kv-scan does on key bytes. It only drops an event when another event it keeps wins on the same key for
@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from backfill.sources.ticdc.open_protocol import event_line
 from tidelake.conventions import ROWID
 
 
@@ -68,10 +69,7 @@ class LatestPerKey:
         if len(docs) != n:
             return events
         ts = events.column("ts").to_pylist()
-        line = pc.add(
-            pc.multiply(pc.cast(events.column("offset"), pa.int64()), pa.scalar(1 << 20, pa.int64())),
-            pc.cast(events.column("index"), pa.int64()),
-        ).to_pylist()
+        line = event_line(events.column("offset"), events.column("index")).to_pylist()
         row_ids = events.column("row_id").to_pylist() if ROWID in self.keys else [None] * n
         pinned = pc.or_(
             pc.fill_null(events.column("handle_only"), False), pc.is_valid(events.column("claim_check"))
@@ -105,7 +103,7 @@ class LatestPerKey:
         for attr in attrs:
             raw = getattr(section, attr)
             text = b"null" if raw is None else bytes(raw)
-            if text == b"null":
+            if text == b"null":  # absent, or JSON null: the typing refuses a key without its value
                 return None
             out.append(text)
         if ROWID in self.keys:
