@@ -143,6 +143,9 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
         # PySpark's DataFrame debugging records the Python call site of every `functions` call (a stack
         # walk and several JVM round trips each): building one reconcile checksum cost ~1 s of it.
         "spark.python.sql.dataFrameDebugging.enabled": "false",
+        # Python workers that import pyspark from its installed package, not from Spark's zip: that costs
+        # half of a small task's time otherwise (tidelake/pyspark_daemon.py)
+        "spark.python.daemon.module": "tidelake.pyspark_daemon",
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         # The backfill caches its collapsed and decoded changes once and reads them once or twice: building
