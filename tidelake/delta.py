@@ -106,6 +106,11 @@ def table_schema_string(spark: SparkSession, path: str) -> str:
     return str(_snapshot(spark, path).schema().simpleString())
 
 
+def table_column_names(spark: SparkSession, path: str) -> list[str]:
+    """The latest version's column names, from the log, with no query planned."""
+    return [str(name) for name in _snapshot(spark, path).schema().fieldNames()]
+
+
 def recorded_txn_version(spark: SparkSession, path: str, app_id: str) -> int | None:
     """The last transaction version recorded for `app_id` in the table's log, or None if never."""
     if not is_delta_table(spark, path):

@@ -30,12 +30,22 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
-# Spark compiles Java code for every query shape it has not seen (whole-stage codegen), and every table's
-# schema is a new shape. For a table of a few thousand rows the compiling (and the JIT work on the classes
-# it makes) costs more than it saves: interpreted, a run of 20 small tables took 17-30% less CPU; a MERGE of
-# 50k changes into 2M rows took 3x as long. Small work below these bounds runs interpreted.
-INTERPRETED = MappingProxyType(
-    {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+# Small work (below these bounds) runs with settings for small data:
+# - interpreted: Spark compiles Java code for every query shape it has not seen (whole-stage codegen), and
+#   every table's schema is a new shape. For a table of a few thousand rows the compiling (and the JIT work
+#   on the classes it makes) costs more than it saves: interpreted, a run of 20 small tables took 17-30%
+#   less CPU; a MERGE of 50k changes into 2M rows took 3x as long.
+# - without adaptive execution, on one shuffle partition: adaptive execution runs each shuffle's map side
+#   (and each Delta log replay's) as a Spark job of its own, to re-plan on sizes that are tiny anyway. A
+#   small MERGE took 5 jobs instead of 10, and 40 small tables merged in 21.5 and 19.7 s against 32.6 and
+#   25.4 s (bench/many_tables.py, alternating runs).
+SMALL_WORK = MappingProxyType(
+    {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.sql.shuffle.partitions": "1",
+    }
 )
 SMALL_WORK_ROWS = 10_000  # rows of changes
 SMALL_TABLE_BYTES = 1 << 20  # bytes of the table the work reads (~40k rows of a dozen columns)
@@ -43,8 +53,8 @@ SMALL_TABLE_BYTES = 1 << 20  # bytes of the table the work reads (~40k rows of a
 
 def execution_conf(rows: int, table_bytes: int = 0) -> Mapping[str, str] | None:
     """Session settings for a step that handles `rows` changes and reads a table of `table_bytes`:
-    `INTERPRETED` for small work, None (the session's own) otherwise."""
-    return INTERPRETED if rows <= SMALL_WORK_ROWS and table_bytes <= SMALL_TABLE_BYTES else None
+    `SMALL_WORK` for small work, None (the session's own) otherwise."""
+    return SMALL_WORK if rows <= SMALL_WORK_ROWS and table_bytes <= SMALL_TABLE_BYTES else None
 
 
 def jar_cache() -> Path:

@@ -109,24 +109,27 @@ def test_a_table_without_a_key_is_a_multiset(spark, warehouse) -> None:
 def test_small_work_merges_interpreted_and_the_rest_compiled_to_the_same_rows(
     spark, warehouse, monkeypatch, small_rows
 ) -> None:
-    """A MERGE of few changes into a small table runs without code generation (tidelake.spark.INTERPRETED);
-    above the bound it keeps the session's own setting. Both give the same rows, and the setting is only
-    for that step."""
+    """A MERGE of few changes into a small table runs without code generation or adaptive execution, on one
+    shuffle partition (tidelake.spark.SMALL_WORK); above the bound it keeps the session's own settings.
+    Both give the same rows, and the settings are only for that step."""
     import backfill.apply.stage as stage
     import tidelake.spark
 
     monkeypatch.setattr(tidelake.spark, "SMALL_WORK_ROWS", small_rows)
-    seen: list[str] = []
+    seen: list[tuple[str, ...]] = []
     merge = stage.merge_changes
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions")
+    own = tuple(spark.conf.get(key) for key in keys)
 
     def recording_merge(session, *args, **kwargs):
-        seen.append(session.conf.get("spark.sql.codegen.wholeStage"))
+        seen.append(tuple(session.conf.get(key) for key in keys))
         return merge(session, *args, **kwargs)
 
     monkeypatch.setattr(stage, "merge_changes", recording_merge)
     schema = TableSchema.from_table_info(users_table(), schema_name="app")
     apply(spark, warehouse, schema, [(1, "a", 1, "PUT", 10, 1), (2, "b", 2, "PUT", 10, 2)], 0, 100)
     apply(spark, warehouse, schema, [(1, "c", 3, "PUT", 110, 1), (2, None, None, "DELETE", 120, 1)], 100, 200)
-    assert seen == (["false", "false"] if small_rows > 1 else ["true", "true"])
+    assert seen == [("false", "false", "1")] * 2 if small_rows > 1 else [own] * 2
+    assert own == ("true", "true", "2")
     assert read(spark, warehouse, "users") == [(1, "c", 3, 110)]
-    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"
+    assert tuple(spark.conf.get(key) for key in keys) == own
