@@ -67,6 +67,7 @@ class SegmentRows:
     puts_only: bool
     key_column: str | None = None  # the leading key column whose bounds prune the MERGE
     key_bounds: tuple[Any, Any] | None = None
+    computed: bool = False  # a projection of rows the source has computed already: no job to run
 
     def materialize(self) -> SegmentRows:
         """Run the one job that computes (and caches) the rows; it also finds the key bounds."""
@@ -127,10 +128,10 @@ def materialize(
                     counts.get((index, seg, "PUT")) or counts.get((index, seg, "DELETE"))
                 ):
                     segment = _segment_rows(spark, target, window, changes, index, seg)
-                    if segment.rows.is_cached:
-                        jobs[(index, seg)] = pool.submit(segment.materialize)
-                    else:
+                    if segment.computed:
                         ready[(index, seg)] = segment
+                    else:
+                        jobs[(index, seg)] = pool.submit(segment.materialize)
         ready.update({key: job.result() for key, job in jobs.items()})
     return ready
 
@@ -153,7 +154,7 @@ def _segment_rows(
     # the before/after key rule (`with_moved_key_deletes`); a first load has no row to move
     frame = without_before_columns(frame) if puts_only else with_moved_key_deletes(frame, keys)
     if puts_only and changes.cached:  # a filter and projection of cached rows: nothing to compute
-        return SegmentRows(frame, puts_only)
+        return SegmentRows(frame, puts_only, computed=True)
     frame = frame.persist()
     return SegmentRows(frame, puts_only, None if puts_only else key_range_columns(frame, keys))
 
