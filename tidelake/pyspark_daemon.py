@@ -11,23 +11,29 @@ so the workers import it from there; elsewhere (pyspark only in Spark's zip) the
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 from importlib.machinery import PathFinder
 
 
-def _is_archive(entry: str) -> bool:
-    return entry.endswith((".zip", ".jar"))
+def is_spark_archive(entry: str) -> bool:
+    """pyspark.zip, py4j's zip, or a jar: what Spark puts on the path (a user's own zip stays)."""
+    name = os.path.basename(entry)
+    return (
+        name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith(".zip")) or name.endswith(".jar")
+    )
 
 
-def archives_last(path: list[str]) -> list[str]:
-    """The path with its archives left out when pyspark is importable without them, else unchanged."""
-    kept = [entry for entry in path if not _is_archive(entry)]
+def without_spark_archives(path: list[str]) -> list[str]:
+    """The path without Spark's archives when pyspark is importable without them, else unchanged."""
+    kept = [entry for entry in path if not is_spark_archive(entry)]
     return kept if PathFinder.find_spec("pyspark", kept) is not None else path
 
 
 if __name__ == "__main__":
-    sys.path[:] = archives_last(sys.path)
-    for key in [key for key in sys.path_importer_cache if ".zip" in key or ".jar" in key]:
+    removed = set(sys.path) - set(without_spark_archives(sys.path))
+    sys.path[:] = [entry for entry in sys.path if entry not in removed]
+    for key in [key for key in sys.path_importer_cache if key in removed]:
         del sys.path_importer_cache[key]
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)

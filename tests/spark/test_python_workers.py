@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tidelake.pyspark_daemon import is_spark_archive
+
 pytestmark = pytest.mark.spark
 
 
@@ -13,7 +15,7 @@ def _where(_: object) -> object:
 
     import pyspark
 
-    yield pyspark.__file__, tuple(entry for entry in sys.path if entry.endswith((".zip", ".jar")))
+    yield pyspark.__file__, tuple(entry for entry in sys.path if is_spark_archive(entry))
 
 
 def test_workers_import_the_installed_pyspark(spark) -> None:
