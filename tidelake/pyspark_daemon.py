@@ -32,8 +32,9 @@ def without_spark_archives(path: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
-    removed = set(sys.path) - set(without_spark_archives(sys.path))
-    sys.path[:] = [entry for entry in sys.path if entry not in removed]
+    kept = without_spark_archives(sys.path)
+    removed = set(sys.path) - set(kept)
+    sys.path[:] = kept
     for key in [key for key in sys.path_importer_cache if key in removed]:
         del sys.path_importer_cache[key]
     runpy.run_module("pyspark.daemon", run_name="__main__", alter_sys=True)
