@@ -163,6 +163,10 @@ class TableLayout:
     `copy_on_write_below` (default 16mb): a MERGE into a table smaller than this rewrites the files it
     touches instead of writing deletion vectors; on small tables that is about half the Spark jobs and
     time of a MERGE, and the table's properties stay as they are ("0": deletion vectors at any size).
+    `rewrite_table_below` (default 1mb): a window's changes into a keyed table smaller than this are applied
+    by writing the whole table again, merged with them, in one overwrite commit instead of a MERGE: fewer
+    Spark jobs and much less planning on the driver, a fifth less time a table over 200 small tables. Not
+    on a table with change data feed on, whose readers would see every row change ("0": always MERGE).
     `properties` adds any other Delta table property (`delta.*`), verbatim.
     """
 
@@ -172,13 +176,16 @@ class TableLayout:
     target_file_size: str | None = None  # e.g. "128mb"
     change_data_feed: bool | None = None
     copy_on_write_below: str | None = None  # e.g. "16mb"
+    rewrite_table_below: str | None = None  # e.g. "1mb"
     properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.target_file_size is not None and not _FILE_SIZE.match(self.target_file_size):
             raise ValueError(f"target_file_size {self.target_file_size!r} is not a size like 128mb")
-        if self.copy_on_write_below is not None and not _FILE_SIZE.match(self.copy_on_write_below):
-            raise ValueError(f"copy_on_write_below {self.copy_on_write_below!r} is not a size like 16mb")
+        for key in ("copy_on_write_below", "rewrite_table_below"):
+            size = getattr(self, key)
+            if size is not None and not _FILE_SIZE.match(size):
+                raise ValueError(f"{key} {size!r} is not a size like 16mb")
         for key in self.properties:
             if not re.match(r"^delta\.[A-Za-z0-9_.]+$", key):
                 raise ValueError(f"properties: {key!r} is not a Delta table property (delta.<name>)")
@@ -192,6 +199,7 @@ class TableLayout:
             target_file_size=_given(self.target_file_size, base.target_file_size),
             change_data_feed=_given(self.change_data_feed, base.change_data_feed),
             copy_on_write_below=_given(self.copy_on_write_below, base.copy_on_write_below),
+            rewrite_table_below=_given(self.rewrite_table_below, base.rewrite_table_below),
             properties=MappingProxyType({**base.properties, **self.properties}),
         )
 
@@ -206,6 +214,7 @@ DEFAULT_LAYOUT = TableLayout(
     optimize_write=True,
     change_data_feed=False,
     copy_on_write_below="16mb",
+    rewrite_table_below="1mb",
 )
 
 

@@ -222,7 +222,44 @@ def read_commit_info(spark: SparkSession, path: str, version: int) -> dict[str, 
     return None
 
 
-MERGE_ATTEMPTS = 3  # a MERGE that loses a commit race is tried again this many times in all
+COMMIT_ATTEMPTS = 3  # a commit that loses a race is tried again this many times in all
+
+
+def commit_with_txn(
+    spark: SparkSession,
+    path: str,
+    write: Callable[[], object],
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+    session_conf: Mapping[str, str] | None = None,
+) -> bool:
+    """Run `write` (one Delta commit on the table: a MERGE, an overwrite) tagged `(app_id, txn_version)`,
+    with `session_conf` set for it alone.
+
+    Returns False when the app id already reached `txn_version` (before, or by a run that won a race).
+    A write that lost a commit race to another writer (`backfill maintain`'s OPTIMIZE, a repair) is run
+    again on the new snapshot: `write` must read the table afresh each time, and be idempotent (ours are,
+    since a change never overwrites a newer row).
+    """
+    from tidelake.sparkerrors import is_concurrent_commit
+
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        before = recorded_txn_version(spark, path, app_id)
+        if before is not None and before >= txn_version:
+            return False
+        try:
+            with (
+                delta_transaction(spark, app_id, txn_version, metadata),
+                session_conf_set(spark, session_conf),
+            ):
+                write()
+            return True
+        except Exception as exc:
+            if attempt == COMMIT_ATTEMPTS or not is_concurrent_commit(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 def merge_with_txn(
@@ -235,32 +272,18 @@ def merge_with_txn(
     metadata: Mapping[str, Any],
     session_conf: Mapping[str, str] | None = None,
 ) -> bool:
-    """Run the MERGE that `build` makes on the table, as one commit tagged `(app_id, txn_version)`,
-    with `session_conf` set for it alone.
-
-    Returns False when the app id already reached `txn_version` (before, or by a run that won a race).
-    A MERGE that lost a commit race to another writer (`backfill maintain`'s OPTIMIZE, a repair) is run
-    again on the new snapshot: it is idempotent, since a change never overwrites a newer row.
-    """
+    """The MERGE that `build` makes on the table, as one tagged commit (`commit_with_txn`)."""
     from delta.tables import DeltaTable
 
-    from tidelake.sparkerrors import is_concurrent_commit
-
-    for attempt in range(1, MERGE_ATTEMPTS + 1):
-        before = recorded_txn_version(spark, path, app_id)
-        if before is not None and before >= txn_version:
-            return False
-        try:
-            with (
-                delta_transaction(spark, app_id, txn_version, metadata),
-                session_conf_set(spark, session_conf),
-            ):
-                build(DeltaTable.forPath(spark, path)).execute()
-            return True
-        except Exception as exc:
-            if attempt == MERGE_ATTEMPTS or not is_concurrent_commit(exc):
-                raise
-    raise AssertionError("unreachable")
+    return commit_with_txn(
+        spark,
+        path,
+        lambda: build(DeltaTable.forPath(spark, path)).execute(),
+        app_id=app_id,
+        txn_version=txn_version,
+        metadata=metadata,
+        session_conf=session_conf,
+    )
 
 
 @contextmanager

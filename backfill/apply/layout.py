@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 KEY_COLUMNS_PROPERTY = "tidelake.key_columns"  # the merge key, a JSON list (for `backfill maintain`)
+CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 TARGET_FILE_SIZE_PROPERTY = "tidelake.target_file_size"  # bytes; OPTIMIZE's max file size in maintain
 MAX_CLUSTERING_COLUMNS = 4  # Delta's limit
 # Types Delta collects min/max statistics for, which clustering needs (not binary, boolean, complex).
@@ -44,7 +45,7 @@ def table_properties(layout: TableLayout) -> dict[str, str]:
     props = {
         "delta.enableDeletionVectors": _flag(layout.deletion_vectors),
         "delta.autoOptimize.optimizeWrite": _flag(layout.optimize_write),
-        "delta.enableChangeDataFeed": _flag(layout.change_data_feed),
+        CHANGE_DATA_FEED: _flag(layout.change_data_feed),
     }
     if layout.target_file_size is not None:  # OSS Delta has no such table property: maintain reads ours
         props[TARGET_FILE_SIZE_PROPERTY] = str(file_size_bytes(layout.target_file_size))
@@ -80,6 +81,26 @@ def apply_properties(
     finally:
         spark.conf.unset(delta.USER_METADATA)
     return changed
+
+
+def rewrites_files(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
+    """Whether a MERGE into the table rewrites the files it touches (a table under the layout's
+    `copy_on_write_below`) rather than writing deletion vectors."""
+    return layout is not None and _smaller_than(spark, path, layout.copy_on_write_below)
+
+
+def rewrites_whole_table(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
+    """Whether the table is written again whole with its changes instead of MERGEd (a table under the
+    layout's `rewrite_table_below` whose change data feed is off: its readers would see every row change)."""
+    if layout is None or not _smaller_than(spark, path, layout.rewrite_table_below):
+        return False
+    return delta.table_configuration(spark, path).get(CHANGE_DATA_FEED, "false").lower() != "true"
+
+
+def _smaller_than(spark: SparkSession, path: str, size: str | None) -> bool:
+    """Whether the table's files add up to less than `size` (None or "0": never)."""
+    below = file_size_bytes(size) if size else 0
+    return below > 0 and delta.table_bytes(spark, path) < below
 
 
 def file_size_bytes(size: str) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.collapse import COPIES, expand_copies
@@ -115,6 +115,7 @@ def merge_changes(
     identity: RowIdentity = RowIdentity.HANDLE,
     key_bounds: tuple[Any, Any] | None = None,
     rewrite_files: bool = False,
+    rewrite_table: bool = False,
 ) -> bool:
     """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
@@ -123,6 +124,8 @@ def merge_changes(
     a target-only range, so Delta skips the files whose key statistics lie outside it.
     `rewrite_files`: the files the MERGE touches are rewritten even where the table has deletion vectors
     (`TableLayout.copy_on_write_below`).
+    `rewrite_table`: the table is small enough to be written again whole, merged with the changes, in one
+    overwrite commit instead of the MERGE (`rewrite_table_with`, `TableLayout.rewrite_table_below`).
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
@@ -159,10 +162,62 @@ def merge_changes(
             *(quote(c) for c in (*schema.output_names, COMMIT_TS))
         )
         return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    if rewrite_table:
+        return rewrite_table_with(
+            spark, path, changes, keys, app_id=app_id, txn_version=txn_version, metadata=metadata
+        )
     return delta.merge_with_txn(
         spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata,
         session_conf=session_conf,
     )  # fmt: skip
+
+
+def merged_rows(table: DataFrame, changes: DataFrame, keys: Sequence[str]) -> DataFrame:
+    """The table's rows with `changes` applied as `merge_changes`'s MERGE applies them: a change at or
+    after a row's commit ts replaces it (PUT) or removes it (DELETE), an older one leaves it as it is, a
+    PUT of a new key adds a row. One change per key (collapsed); the result has the table's columns."""
+    from pyspark.sql import functions as F
+
+    on = _all([F.col(f"t.{quote(k)}") == F.col(f"s.{quote(k)}") for k in keys])
+    change_ts, row_ts = F.col(f"s.{quote(COMMIT_TS)}"), F.col(f"t.{quote(COMMIT_TS)}")
+    change_wins = change_ts.isNotNull() & (row_ts.isNull() | (change_ts >= row_ts))
+    joined = table.alias("t").join(changes.alias("s"), on, "full_outer")
+    return joined.where(~change_wins | (F.col(f"s.{quote(OP)}") == "PUT")).select(
+        *(
+            F.when(change_wins, F.col(f"s.{quote(field.name)}"))
+            .otherwise(F.col(f"t.{quote(field.name)}"))
+            .cast(field.dataType)
+            .alias(field.name)
+            for field in table.schema.fields
+        )
+    )
+
+
+def rewrite_table_with(
+    spark: SparkSession,
+    path: str,
+    changes: DataFrame,
+    keys: Sequence[str],
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+) -> bool:
+    """The table written again whole with the changes merged in (`merged_rows`), one tagged overwrite
+    commit (`replaceWhere` true: a plain overwrite would drop the clustering columns). For a small table that
+    is one pass over it where a MERGE makes two, with fewer Spark jobs and much less planning on the driver;
+    the table's properties, clustering and schema stay. A writer that commits in between loses nothing: the
+    overwrite reads the table in its own transaction, which Delta checks against later commits as it checks
+    a MERGE's."""
+
+    def write() -> None:
+        table = spark.read.format("delta").load(path)
+        writer = merged_rows(table, changes, keys).write.format("delta").mode("overwrite")
+        writer.option("replaceWhere", "true").save(path)
+
+    return delta.commit_with_txn(
+        spark, path, write, app_id=app_id, txn_version=txn_version, metadata=metadata
+    )
 
 
 # Leading key types whose bounds are written as SQL literals exactly (no time zone, no float rounding).

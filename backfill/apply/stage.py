@@ -17,7 +17,7 @@ from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
-from backfill.apply.layout import apply_properties, file_size_bytes
+from backfill.apply.layout import apply_properties, rewrites_files, rewrites_whole_table
 from backfill.apply.merge import (
     create_table,
     has_no_rows,
@@ -324,7 +324,8 @@ def _apply_table(
                         puts_only=segment.puts_only,
                         identity=window.identity(index),
                         key_bounds=segment.key_bounds,
-                        rewrite_files=_rewrites_files(spark, path, layout),
+                        rewrite_files=rewrites_files(spark, path, layout),
+                        rewrite_table=rewrites_whole_table(spark, path, layout),
                     )
                 if merged:
                     outcome.upserted += upserts
@@ -378,15 +379,6 @@ def _execution_conf(spark: SparkSession, path: str | None, changes: int) -> Mapp
     if path is None or not delta.is_delta_table(spark, path):
         return execution_conf(changes)
     return execution_conf(changes, delta.table_bytes(spark, path))
-
-
-def _rewrites_files(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
-    """Whether a MERGE into the table rewrites the files it touches (a table under the layout's
-    `copy_on_write_below`) rather than writing deletion vectors."""
-    if layout is None or not layout.copy_on_write_below:
-        return False
-    below = file_size_bytes(layout.copy_on_write_below)
-    return below > 0 and delta.table_bytes(spark, path) < below
 
 
 def _metadata(

@@ -40,7 +40,8 @@ def last_operation(spark, path: str) -> dict:
 
 
 def test_new_tables_get_the_layout_and_merges_use_deletion_vectors(spark, warehouse) -> None:
-    target = TargetConfig(warehouse, layout=TableLayout(copy_on_write_below="0"))  # DVs at any size
+    # DVs at any size, and a MERGE however small the table
+    target = TargetConfig(warehouse, layout=TableLayout(copy_on_write_below="0", rewrite_table_below="0"))
     path = f"{warehouse}/app/users"
     apply(spark, target, [(i, f"n{i}", i, "PUT", 10, i) for i in range(1, 201)], 0, 100)
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
@@ -61,7 +62,8 @@ def test_new_tables_get_the_layout_and_merges_use_deletion_vectors(spark, wareho
 def test_a_merge_into_a_small_table_rewrites_its_files_and_keeps_deletion_vectors_on(
     spark, warehouse
 ) -> None:
-    target = TargetConfig(warehouse)  # the default layout: copy on write below 16mb
+    # the default layout (copy on write below 16mb), but a MERGE however small the table
+    target = TargetConfig(warehouse, layout=TableLayout(rewrite_table_below="0"))
     path = f"{warehouse}/app/users"
     apply(spark, target, [(i, f"n{i}", i, "PUT", 10, i) for i in range(1, 201)], 0, 100)
     apply(spark, target, [(5, "five", 50, "PUT", 110, 1), (7, None, None, "DELETE", 120, 1)], 100, 200)
@@ -114,8 +116,9 @@ def test_unknown_layout_keys_and_bad_values_are_rejected() -> None:
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"zorder": True}}, "target")
     with pytest.raises(ConfigError, match="target_file_size"):
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"target_file_size": "big"}}, "target")
-    with pytest.raises(ConfigError, match="copy_on_write_below"):
-        load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"copy_on_write_below": "1 tb"}}, "target")
+    for key in ("copy_on_write_below", "rewrite_table_below"):
+        with pytest.raises(ConfigError, match=key):
+            load_dataclass(TargetConfig, {"warehouse": "w", "layout": {key: "1 tb"}}, "target")
     with pytest.raises(ConfigError, match="not a Delta table property"):
         load_dataclass(TargetConfig, {"warehouse": "w", "layout": {"properties": {"x": "1"}}}, "target")
     loaded = load_dataclass(
@@ -126,7 +129,8 @@ def test_unknown_layout_keys_and_bad_values_are_rejected() -> None:
 
 
 def test_merge_reads_only_the_files_of_the_window_key_range(spark, warehouse) -> None:
-    target = TargetConfig(warehouse, layout=TableLayout(deletion_vectors=False, optimize_write=False))
+    layout = TableLayout(deletion_vectors=False, optimize_write=False, rewrite_table_below="0")
+    target = TargetConfig(warehouse, layout=layout)
     path = f"{warehouse}/app/users"
     apply(spark, target, [(1, "a", 1, "PUT", 10, 1)], 0, 100)
     # Ten files with disjoint key ranges, as clustering leaves them.
