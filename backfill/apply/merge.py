@@ -1,4 +1,5 @@
-"""Writing one table's changes into its Delta table: create it, MERGE a segment, overwrite it for a DDL step.
+"""Writing one table's changes into its Delta table: create it, MERGE a segment (or rewrite a small table
+with it), overwrite it for a DDL step.
 
 Every step is one Delta commit tagged `(txnAppId, txnVersion)`, where the version says how far the table
 got: a rerun skips what is already there. A MERGE never lets an older change overwrite a newer row.

@@ -1,9 +1,10 @@
 """The apply stage every source shares: a window's row changes into Delta, exactly once.
 
 All changes are materialized before the first commit (bad input leaves every table unchanged). Then each
-table walks its schema versions: one tagged MERGE per segment (an append on a first load), then the DDL
-step to the next version as its own tagged commit. Tables go side by side, each group of tables that hand a
-name to one another in its own session and in order. A rerun skips what is already committed.
+table walks its schema versions: one tagged MERGE per segment (an append on a first load, a rewrite of the
+whole table for a small one), then the DDL step to the next version as its own tagged commit. Tables go
+side by side, each group of tables that hand a name to one another in its own session and in order. A rerun
+skips what is already committed.
 """
 
 from __future__ import annotations
