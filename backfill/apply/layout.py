@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from backfill.codec import TableSchema
@@ -83,24 +84,34 @@ def apply_properties(
     return changed
 
 
-def rewrites_files(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
-    """Whether a MERGE into the table rewrites the files it touches (a table under the layout's
-    `copy_on_write_below`) rather than writing deletion vectors."""
-    return layout is not None and _smaller_than(spark, path, layout.copy_on_write_below)
+class MergeStrategy(Enum):
+    """How a window's changes go into a table that has rows, by its size (`TableLayout`'s thresholds)."""
+
+    MERGE = "merge"  # deletion vectors where the table has them enabled
+    MERGE_REWRITING_FILES = "merge rewriting files"  # under `copy_on_write_below`: touched files rewritten
+    REWRITE_TABLE = "rewrite table"  # under `rewrite_table_below`, with a key: written again whole
 
 
-def rewrites_whole_table(spark: SparkSession, path: str, layout: TableLayout | None) -> bool:
-    """Whether the table is written again whole with its changes instead of MERGEd (a table under the
-    layout's `rewrite_table_below` whose change data feed is off: its readers would see every row change)."""
-    if layout is None or not _smaller_than(spark, path, layout.rewrite_table_below):
-        return False
-    return delta.table_configuration(spark, path).get(CHANGE_DATA_FEED, "false").lower() != "true"
+def merge_strategy(spark: SparkSession, path: str, layout: TableLayout | None, keyed: bool) -> MergeStrategy:
+    """The strategy for the table at `path`: the whole table is written again only where it has a key and
+    its change data feed is off (its readers would see every row change)."""
+    if layout is None:
+        return MergeStrategy.MERGE
+    size = delta.table_bytes(spark, path)
+    if keyed and size < _size_or_zero(layout.rewrite_table_below) and not _feeds_changes(spark, path):
+        return MergeStrategy.REWRITE_TABLE
+    if size < _size_or_zero(layout.copy_on_write_below):
+        return MergeStrategy.MERGE_REWRITING_FILES
+    return MergeStrategy.MERGE
 
 
-def _smaller_than(spark: SparkSession, path: str, size: str | None) -> bool:
-    """Whether the table's files add up to less than `size` (None or "0": never)."""
-    below = file_size_bytes(size) if size else 0
-    return below > 0 and delta.table_bytes(spark, path) < below
+def _feeds_changes(spark: SparkSession, path: str) -> bool:
+    return delta.table_configuration(spark, path).get(CHANGE_DATA_FEED, "false").lower() == "true"
+
+
+def _size_or_zero(size: str | None) -> int:
+    """A threshold like "16mb" in bytes; 0 (no table is smaller) when unset or "0"."""
+    return file_size_bytes(size) if size else 0
 
 
 def file_size_bytes(size: str) -> int:

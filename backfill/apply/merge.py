@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.collapse import COPIES, expand_copies
-from backfill.apply.layout import KEY_COLUMNS_PROPERTY, clustering_columns, table_properties
+from backfill.apply.layout import KEY_COLUMNS_PROPERTY, MergeStrategy, clustering_columns, table_properties
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta, fs
@@ -115,22 +115,22 @@ def merge_changes(
     puts_only: bool = False,
     identity: RowIdentity = RowIdentity.HANDLE,
     key_bounds: tuple[Any, Any] | None = None,
-    rewrite_files: bool = False,
-    rewrite_table: bool = False,
+    strategy: MergeStrategy = MergeStrategy.MERGE,
 ) -> bool:
     """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
     `key_bounds` (min, max of the changes' leading key column, `key_bounds()`) go into the condition as
     a target-only range, so Delta skips the files whose key statistics lie outside it.
-    `rewrite_files`: the files the MERGE touches are rewritten even where the table has deletion vectors
-    (`TableLayout.copy_on_write_below`).
-    `rewrite_table`: the table is small enough to be written again whole, merged with the changes, in one
-    overwrite commit instead of the MERGE (`rewrite_table_with`, `TableLayout.rewrite_table_below`).
+    `strategy` (`layout.merge_strategy`): a MERGE that rewrites the files it touches even where the table has
+    deletion vectors, or, for a small table, the whole table written again with the changes in one overwrite
+    commit instead of the MERGE (`rewrite_table_with`).
     A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
-    session_conf = {delta.MERGE_DELETION_VECTORS: "false"} if rewrite_files else {}
+    session_conf = (
+        {delta.MERGE_DELETION_VECTORS: "false"} if strategy is MergeStrategy.MERGE_REWRITING_FILES else {}
+    )
     keys = identity.columns(schema)
     if not keys:
         return _merge_multiset(
@@ -163,7 +163,7 @@ def merge_changes(
             *(quote(c) for c in (*schema.output_names, COMMIT_TS))
         )
         return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
-    if rewrite_table:
+    if strategy is MergeStrategy.REWRITE_TABLE:
         return rewrite_table_with(
             spark, path, changes, keys, app_id=app_id, txn_version=txn_version, metadata=metadata
         )

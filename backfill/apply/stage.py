@@ -18,7 +18,7 @@ from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
-from backfill.apply.layout import apply_properties, rewrites_files, rewrites_whole_table
+from backfill.apply.layout import apply_properties, merge_strategy
 from backfill.apply.merge import (
     create_table,
     has_no_rows,
@@ -325,8 +325,9 @@ def _apply_table(
                         puts_only=segment.puts_only,
                         identity=window.identity(index),
                         key_bounds=segment.key_bounds,
-                        rewrite_files=rewrites_files(spark, path, layout),
-                        rewrite_table=rewrites_whole_table(spark, path, layout),
+                        strategy=merge_strategy(
+                            spark, path, layout, keyed=bool(window.identity(index).columns(schema))
+                        ),
                     )
                 if merged:
                     outcome.upserted += upserts

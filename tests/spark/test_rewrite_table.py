@@ -8,6 +8,7 @@ from types import MappingProxyType
 
 import pytest
 
+from backfill.apply.layout import MergeStrategy
 from backfill.apply.merge import merge_changes, merged_rows, rewrite_table_with
 from backfill.codec import TableSchema
 from tests.captures import users_table
@@ -46,12 +47,12 @@ def table_rows(spark, path: str) -> list[tuple]:
 
 def test_the_rewrite_gives_the_rows_the_merge_gives(spark, warehouse) -> None:
     changes = spark.createDataFrame(WINDOW, CHANGES)
-    for name, rewrite in (("merged", False), ("rewritten", True)):
+    for name, strategy in (("merged", MergeStrategy.MERGE), ("rewritten", MergeStrategy.REWRITE_TABLE)):
         path = f"{warehouse}/{name}"
         spark.createDataFrame(START, TABLE).write.format("delta").save(path)
         assert merge_changes(
             spark, path, SCHEMA, changes, app_id=APP, txn_version=200, metadata={"step": "merge"},
-            rewrite_table=rewrite,
+            strategy=strategy,
         )  # fmt: skip
     assert last_operation(spark, f"{warehouse}/merged")["operation"] == "MERGE"
     assert last_operation(spark, f"{warehouse}/rewritten")["operation"] == "WRITE"
