@@ -68,49 +68,50 @@ class LatestPerKey:
             return events  # the typing names the bad value
         if len(docs) != n:
             return events
-        ts = events.column("ts").to_pylist()
-        line = event_line(events.column("offset"), events.column("index")).to_pylist()
-        row_ids = events.column("row_id").to_pylist() if ROWID in self.keys else [None] * n
+        sections = [doc.d if doc.d is not None else doc.u for doc in docs]
+        puts = np.fromiter((doc.d is None for doc in docs), bool, n)
+        group, keyed = self._groups(events, sections)
         pinned = pc.or_(
             pc.fill_null(events.column("handle_only"), False), pc.is_valid(events.column("claim_check"))
-        ).to_pylist()
+        )
+        kept = ~keyed | pinned.to_numpy(zero_copy_only=False)
         attrs = [f"k{i}" for i in range(len(self.json_keys))]
-        best: dict[tuple[Any, ...], tuple[tuple[int, bool, int], int]] = {}
-        kept = np.zeros(n, dtype=bool)
-        for i, doc in enumerate(docs):
-            section = doc.d if doc.d is not None else doc.u
-            key = self._key(section, attrs, row_ids[i])
-            if key is None or pinned[i]:
+        for i, doc in enumerate(docs):  # an update whose key moved also deletes its old key: never dropped
+            if keyed[i] and doc.d is None and doc.p is not None and _moved(doc.p, doc.u, attrs):
                 kept[i] = True
-                if key is None:
-                    continue
-            elif doc.d is None and doc.p is not None and _moved(doc.p, section, attrs):
-                kept[i] = True  # it also deletes its old key: never dropped
-            order = (ts[i], doc.d is None, line[i])
-            held = best.get(key)
-            if held is None or order > held[0]:
-                best[key] = (order, i)
-        for _, i in best.values():
-            kept[i] = True
+        # per key, the last event by (commit ts, PUT over DELETE, line), the first of equals
+        rows = np.flatnonzero(keyed)
+        ts = events.column("ts").to_numpy(zero_copy_only=False)[rows]
+        line = event_line(events.column("offset"), events.column("index")).to_numpy(zero_copy_only=False)
+        keys = group[rows]
+        order = np.lexsort((-rows, line[rows], puts[rows], ts, keys))
+        last = np.ones(len(order), dtype=bool)
+        last[:-1] = keys[order][1:] != keys[order][:-1]
+        kept[rows[order[last]]] = True
         if kept.all():
             return events
         return events.filter(pa.array(kept))
 
-    def _key(self, section: Any, attrs: list[str], row_id: Any) -> tuple[Any, ...] | None:
-        if section is None:
-            return None
-        out = []
-        for attr in attrs:
-            raw = getattr(section, attr)
-            text = b"null" if raw is None else bytes(raw)
-            if text == b"null":  # absent, or JSON null: the typing refuses a key without its value
-                return None
-            out.append(text)
+    def _groups(self, events: pa.Table, sections: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Per event a number for its key (equal raw JSON, equal number), and whether it has a key: every
+        key column present and not JSON null (the typing refuses a key without its value), and the row id
+        where the table keys by it."""
+        keyed = np.ones(len(sections), dtype=bool)
+        codes: list[np.ndarray] = []
+        for i in range(len(self.json_keys)):
+            attr = f"k{i}"
+            texts = [None if s is None or (raw := getattr(s, attr)) is None else bytes(raw) for s in sections]
+            text = pa.array(texts, pa.binary())
+            keyed &= pc.fill_null(pc.not_equal(text, b"null"), False).to_numpy(zero_copy_only=False)
+            codes.append(pc.dictionary_encode(text).indices.fill_null(-1).to_numpy(zero_copy_only=False))
         if ROWID in self.keys:
-            if row_id is None:
-                return None
-            out.append(row_id)
-        return tuple(out)
+            row_id = events.column("row_id")
+            keyed &= row_id.is_valid().to_numpy(zero_copy_only=False)
+            codes.append(pc.fill_null(row_id, 0).to_numpy(zero_copy_only=False))
+        if len(codes) == 1:
+            return codes[0].astype(np.int64), keyed
+        _, group = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+        return group.reshape(-1).astype(np.int64), keyed
 
 
 def _moved(old: Any, new: Any, attrs: list[str]) -> bool:
