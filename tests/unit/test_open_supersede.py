@@ -162,3 +162,35 @@ def test_what_the_typing_must_see_is_kept():
     schema = schema_of(columns(1, 1))
     with pytest.raises(InputError, match="offset 3"):
         rows_to_arrow(latest.keep(broken), schema)
+
+
+def test_a_key_of_two_columns_groups_by_both():
+    def two(a: int, b: int, value: int) -> dict:
+        return {
+            "a": {"t": 8, "f": KEY_FLAGS, "v": a},
+            "b": {"t": 8, "f": KEY_FLAGS, "v": b},
+            "v": {"t": 8, "f": VALUE_FLAGS, "v": value},
+        }
+
+    history = [
+        {"ts": 10, "value": {"u": two(1, 1, 1)}},
+        {"ts": 11, "value": {"u": two(1, 2, 2)}},  # shares a with the first, not b: another key
+        {"ts": 12, "value": {"u": two(2, 1, 3)}},  # shares b with the first: another key
+        {"ts": 13, "value": {"u": two(1, 1, 4)}},  # supersedes the first
+        {"ts": 14, "value": {"d": two(2, 1, 0)}},  # supersedes the third
+    ]
+    kept = LatestPerKey(("a", "b")).keep(events(history))
+    assert kept.column("offset").to_pylist() == [1, 3, 4]
+
+
+def test_of_two_events_equal_in_ts_op_and_line_the_first_is_kept():
+    """Two topic partitions read by one task can hold events at the same offset and index."""
+    history = [
+        {"ts": 10, "value": {"u": columns(1, 1)}},
+        {"ts": 10, "value": {"u": columns(1, 2)}},
+    ]
+    table = events(history)
+    same_line = table.set_column(2, "offset", pa.array([5, 5], pa.int64()))
+    same_line = same_line.set_column(1, "partition", pa.array([0, 1], pa.int32()))
+    kept = LatestPerKey(("id",)).keep(same_line)
+    assert kept.column("partition").to_pylist() == [0]
