@@ -53,6 +53,7 @@ class LatestPerKey:
     def __init__(self, keys: Sequence[str]) -> None:
         self.keys = tuple(keys)
         self.json_keys = tuple(k for k in self.keys if k != ROWID)
+        self.attrs = [f"k{i}" for i in range(len(self.json_keys))]  # their fields in `_key_value_decoder`
 
     def keep(self, events: pa.Table) -> pa.Table:
         """`events` (``open_protocol.EVENT_SCHEMA`` row events) without the ones a kept event supersedes,
@@ -75,18 +76,17 @@ class LatestPerKey:
             pc.fill_null(events.column("handle_only"), False), pc.is_valid(events.column("claim_check"))
         )
         kept = ~keyed | pinned.to_numpy(zero_copy_only=False)
-        attrs = [f"k{i}" for i in range(len(self.json_keys))]
         for i, doc in enumerate(docs):  # an update whose key moved also deletes its old key: never dropped
-            if keyed[i] and doc.d is None and doc.p is not None and _moved(doc.p, doc.u, attrs):
+            if keyed[i] and doc.d is None and doc.p is not None and _moved(doc.p, doc.u, self.attrs):
                 kept[i] = True
         # per key, the last event by (commit ts, PUT over DELETE, line), the first of equals
         rows = np.flatnonzero(keyed)
         ts = events.column("ts").to_numpy(zero_copy_only=False)[rows]
         line = event_line(events.column("offset"), events.column("index")).to_numpy(zero_copy_only=False)
-        keys = group[rows]
-        order = np.lexsort((-rows, line[rows], puts[rows], ts, keys))
+        order = np.lexsort((-rows, line[rows], puts[rows], ts, group[rows]))
+        keys = group[rows][order]
         last = np.ones(len(order), dtype=bool)
-        last[:-1] = keys[order][1:] != keys[order][:-1]
+        last[:-1] = keys[1:] != keys[:-1]
         kept[rows[order[last]]] = True
         if kept.all():
             return events
@@ -98,8 +98,7 @@ class LatestPerKey:
         where the table keys by it."""
         keyed = np.ones(len(sections), dtype=bool)
         codes: list[np.ndarray] = []
-        for i in range(len(self.json_keys)):
-            attr = f"k{i}"
+        for attr in self.attrs:
             texts = [None if s is None or (raw := getattr(s, attr)) is None else bytes(raw) for s in sections]
             text = pa.array(texts, pa.binary())
             keyed &= pc.fill_null(pc.not_equal(text, b"null"), False).to_numpy(zero_copy_only=False)
