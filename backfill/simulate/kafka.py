@@ -295,12 +295,9 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
 
 
 def _await_leaders(producer: Any, topic: str, timeout_s: float) -> None:
-    """Wait until the producer's own metadata shows ``topic`` with a leader for every partition.
-
-    A just-created topic can be reported missing for a moment; librdkafka then drops its partition
-    objects and their idempotence sequence numbers, and the broker takes the resent first messages for
-    duplicates, acknowledging them without writing them (confluentinc/librdkafka#3712). Producing only
-    once the topic is known keeps every acknowledged message in the log."""
+    """Wait until the producer's own metadata shows ``topic`` with a leader for every partition: a
+    just-created topic can be reported missing for a moment, and its first messages would wait or be
+    resent (:func:`publish` says why that is safe only without the idempotent producer)."""
     deadline = time.monotonic() + timeout_s
     while True:
         meta = producer.list_topics(topic, timeout=timeout_s).topics.get(topic)
@@ -320,11 +317,16 @@ def publish(
     kafka_compression: str = "none",
     timeout_s: float = 60.0,
 ) -> dict[tuple[str, int], int]:
-    """Send ``messages`` to the broker at ``bootstrap`` in their order (idempotent producer: each
-    partition keeps the order TiCDC sent), creating a missing topic with ``partitions`` partitions.
-    ``kafka_compression`` is Kafka's own record-batch codec (gzip, snappy, lz4, zstd), which consumers
-    undo; the open protocol's value compression is the changefeed's (``Changefeed.compression``).
-    Returns the messages sent per (topic, partition). Needs confluent-kafka (the dev extra)."""
+    """Send ``messages`` to the broker at ``bootstrap`` in their order, creating a missing topic with
+    ``partitions`` partitions. ``kafka_compression`` is Kafka's own record-batch codec (gzip, snappy, lz4,
+    zstd), which consumers undo; the open protocol's value compression is the changefeed's
+    (``Changefeed.compression``). Returns the messages sent per (topic, partition), once the brokers show
+    every one of them (:func:`_await_written`). Needs confluent-kafka (the dev extra).
+
+    One request in flight per broker keeps each partition in the order TiCDC sent. Not the idempotent
+    producer: when librdkafka loses a just-created topic's partitions for a moment it restarts their
+    sequence numbers, and the broker acknowledges the resent first messages as duplicates without writing
+    them (confluentinc/librdkafka#3712; seen here as a partition's first message missing)."""
     from confluent_kafka import KafkaException, Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -333,13 +335,16 @@ def publish(
     producer = Producer(
         {
             **conf,
-            "enable.idempotence": True,
+            "enable.idempotence": False,
+            "acks": "all",
+            "max.in.flight.requests.per.connection": 1,
             "linger.ms": 5,
             "message.max.bytes": 16 * 1024 * 1024,
             "compression.type": kafka_compression,
         }
     )
     sent: dict[tuple[str, int], int] = {}
+    before: dict[tuple[str, int], int] = {}  # each partition's end offset before this publish
     failures: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:
@@ -357,6 +362,7 @@ def publish(
                     if "TOPIC_ALREADY_EXISTS" not in str(e):
                         raise
             _await_leaders(producer, m.topic, timeout_s)
+            before.update(_end_offsets(bootstrap, m.topic, time.monotonic() + timeout_s))
         while True:
             try:
                 producer.produce(
@@ -370,7 +376,50 @@ def publish(
     left = producer.flush(timeout_s)
     if failures or left:
         raise RuntimeError(f"publishing to {bootstrap} failed: {failures[:3]} ({left} not delivered)")
+    _await_written(bootstrap, sent, before, timeout_s)
     return sent
+
+
+def _end_offsets(bootstrap: str, topic: str, deadline: float) -> dict[tuple[str, int], int]:
+    """Each partition's end offset (high watermark) of ``topic``, asked again while a just-created topic
+    is still settling on the broker (it can answer "not leader" for a moment)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "tidelake-publish"})
+    try:
+        while True:
+            try:
+                meta = consumer.list_topics(topic, timeout=10).topics[topic]
+                return {
+                    (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                    for p in meta.partitions
+                }
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
+def _await_written(
+    bootstrap: str, sent: dict[tuple[str, int], int], before: dict[tuple[str, int], int], timeout_s: float
+) -> None:
+    """Wait until every partition's end offset has grown by the messages acknowledged to it (a loaded
+    broker may answer a moment behind its writes); fail, naming the partitions, if it does not."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ends: dict[tuple[str, int], int] = {}
+        for topic in {t for t, _ in sent}:
+            ends.update(_end_offsets(bootstrap, topic, deadline))
+        short = {tp: (ends.get(tp, 0) - before.get(tp, 0), n) for tp, n in sent.items()}
+        short = {tp: got_want for tp, got_want in short.items() if got_want[0] != got_want[1]}
+        if not short:
+            return
+        if time.monotonic() > deadline or any(got > want for got, want in short.values()):
+            listed = ", ".join(f"{t}[{p}] {got} of {want}" for (t, p), (got, want) in sorted(short.items()))
+            raise RuntimeError(f"publishing to {bootstrap}: the brokers hold other than was sent: {listed}")
+        time.sleep(0.2)
 
 
 __all__ = [
