@@ -83,8 +83,9 @@ class LatestPerKey:
         rows = np.flatnonzero(keyed)
         ts = events.column("ts").to_numpy(zero_copy_only=False)[rows]
         line = event_line(events.column("offset"), events.column("index")).to_numpy(zero_copy_only=False)
-        order = np.lexsort((-rows, line[rows], puts[rows], ts, group[rows]))
-        keys = group[rows][order]
+        groups = group[rows]
+        order = np.lexsort((-rows, line[rows], puts[rows], ts, groups))
+        keys = groups[order]
         last = np.ones(len(order), dtype=bool)
         last[:-1] = keys[1:] != keys[:-1]
         kept[rows[order[last]]] = True
