@@ -3,13 +3,15 @@
 Delta skips a write whose `(txnAppId, txnVersion)` is at or below the version it already recorded for
 that app id, which makes a rerun of a committed window a no-op. DataFrame writes take the pair as options;
 MERGE takes it only from the session conf, so `delta_transaction` sets it there for exactly one commit and
-always unsets it. A MERGE whose source is empty still commits and records the transaction (checked in
-tests/spark/test_delta_sink.py against the pinned Delta), so the checkpoint of an idle table advances.
+always unsets it. Appends, and the commit that advances an idle table's checkpoint, add the SetTransaction
+to the table's transaction themselves (`append_with_txn`): Delta's own check of the pair rebuilds the table
+state, which costs more than the whole append of a small table.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +22,6 @@ from tidelake import fs
 if TYPE_CHECKING:
     from delta.tables import DeltaMergeBuilder, DeltaTable
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
 
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
@@ -50,7 +51,7 @@ def delta_transaction(
         raise ValueError(f"transaction version must not be negative, got {txn_version}")
     spark.conf.set(TXN_APP_ID, app_id)
     spark.conf.set(TXN_VERSION, str(txn_version))
-    spark.conf.set(USER_METADATA, json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
+    spark.conf.set(USER_METADATA, metadata_json(metadata))
     try:
         yield
     finally:
@@ -62,7 +63,7 @@ def delta_transaction(
 def commit_info(spark: SparkSession, metadata: Mapping[str, Any]) -> Iterator[None]:
     """Put JSON userMetadata on the next commits in this session that carry no transaction (a table's
     creation, a property change), so that every commit in our tables' logs says which step made it."""
-    spark.conf.set(USER_METADATA, json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
+    spark.conf.set(USER_METADATA, metadata_json(metadata))
     try:
         yield
     finally:
@@ -262,6 +263,88 @@ def commit_with_txn(
     raise AssertionError("unreachable")
 
 
+def append_with_txn(
+    spark: SparkSession,
+    path: str,
+    rows: DataFrame | None,
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+) -> bool:
+    """Append `rows` (None: none) in one commit that records `(app_id, txn_version)`; False when the table
+    has it already.
+
+    Delta's own tagged writes ask their snapshot for the recorded transactions, and that rebuilds the whole
+    table state: three Spark jobs, about a second on a table of a few rows, paid by every table of a first
+    load and by every idle table. Here the table's transaction writes the files and commits them with the
+    SetTransaction itself, the recorded version read from the checksum. The app id goes into the
+    transaction's read set, so a writer that records the same app id first makes this commit fail
+    (ConcurrentTransactionException) as Delta's own check would, and the next attempt finds it recorded.
+    Rows whose column types are not the table's go through Delta's writer, which checks them."""
+    from tidelake.sparkerrors import is_concurrent_commit
+
+    jvm = spark._jvm
+    assert jvm is not None
+    for attempt in range(1, COMMIT_ATTEMPTS + 1):
+        txn = delta_log(spark, path).startTransaction()
+        snapshot = txn.snapshot()
+        recorded = _recorded_txns(snapshot).get(app_id)
+        if recorded is not None and recorded >= txn_version:
+            return False
+        if rows is not None and not _same_column_types(snapshot.schema(), rows):
+            return _tagged_append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+        try:
+            getattr(txn.readTxn(), "$plus$eq")(app_id)
+            files = _empty_seq(jvm) if rows is None else txn.writeFiles(rows._jdf)
+            now = jvm.java.lang.Long(int(time.time() * 1000))
+            delta_actions = jvm.org.apache.spark.sql.delta.actions
+            recorded_txn = delta_actions.SetTransaction(app_id, txn_version, jvm.scala.Some(now))
+            none = jvm.scala.Option.empty()
+            operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+                jvm.org.apache.spark.sql.SaveMode.Append, none, none, jvm.scala.Some(metadata_json(metadata))
+            )
+            txn.commit(files.appended(recorded_txn), operation)
+            return True
+        except Exception as exc:
+            if attempt == COMMIT_ATTEMPTS or not is_concurrent_commit(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+def _empty_seq(jvm: Any) -> Any:
+    """An empty Scala immutable Seq (py4j reaches no Scala companion object directly)."""
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList()).toList()
+
+
+def _same_column_types(table_schema: Any, rows: DataFrame) -> bool:
+    """Whether `rows` has exactly the table's columns (any order, names as Delta compares them), each of the
+    table's type."""
+    table = {str(f.name()).lower(): str(f.dataType().json()) for f in table_schema.fields()}
+    given = {str(f.name()).lower(): str(f.dataType().json()) for f in rows._jdf.schema().fields()}
+    return table == given
+
+
+def _tagged_append(
+    rows: DataFrame, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
+) -> bool:
+    """Delta's own tagged append (it skips the write when the version is recorded already)."""
+    (
+        rows.write.format("delta")
+        .mode("append")
+        .option("txnAppId", app_id)
+        .option("txnVersion", str(txn_version))
+        .option("userMetadata", metadata_json(metadata))
+        .save(path)
+    )
+    return True
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """Our commits' userMetadata: compact JSON, keys sorted."""
+    return json.dumps(dict(metadata), sort_keys=True, separators=(",", ":"))
+
+
 def merge_with_txn(
     spark: SparkSession,
     path: str,
@@ -303,24 +386,11 @@ def session_conf_set(spark: SparkSession, settings: Mapping[str, str] | None) ->
 
 
 def advance_txn(
-    spark: SparkSession,
-    path: str,
-    schema: StructType,
-    *,
-    app_id: str,
-    txn_version: int,
-    metadata: Mapping[str, Any],
+    spark: SparkSession, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
 ) -> bool:
-    """Record a transaction version on a table with no changes (an empty MERGE: no files, one commit)."""
-    empty: DataFrame = spark.createDataFrame([], schema)
-    return merge_with_txn(
-        spark,
-        path,
-        lambda table: table.alias("t").merge(empty.alias("s"), "false").whenNotMatchedInsertAll(),
-        app_id=app_id,
-        txn_version=txn_version,
-        metadata=metadata,
-    )
+    """Record a transaction version on a table with no changes: one commit with no files
+    (`append_with_txn` of no rows)."""
+    return append_with_txn(spark, path, None, app_id=app_id, txn_version=txn_version, metadata=metadata)
 
 
 def delta_log(spark: SparkSession, path: str) -> Any:

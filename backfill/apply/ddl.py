@@ -170,8 +170,7 @@ def apply_ddl_step(
     new_path = conventions.table_path(warehouse, new.schema_name, new.name)
     if old is None:
         create_table(spark, new_path, new, identity)
-        current = spark.read.format("delta").load(new_path).schema
-        delta.advance_txn(spark, new_path, current, app_id=app_id, txn_version=ts, metadata=metadata)
+        delta.advance_txn(spark, new_path, app_id=app_id, txn_version=ts, metadata=metadata)
         return new_path
     old_path = conventions.table_path(warehouse, old.schema_name, old.name)
     if not delta.is_delta_table(spark, old_path):

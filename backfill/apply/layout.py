@@ -8,7 +8,6 @@ columns where their types can be clustered); existing tables keep theirs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -76,7 +75,7 @@ def apply_properties(
         return {}
     settings = ", ".join(f"'{k}' = '{_literal(v)}'" for k, v in sorted(changed.items()))
     tagged = {**metadata, "app_id": app_id, "step": "properties", "properties": changed}
-    spark.conf.set(delta.USER_METADATA, json.dumps(tagged, sort_keys=True, separators=(",", ":")))
+    spark.conf.set(delta.USER_METADATA, delta.metadata_json(tagged))
     try:
         spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
     finally:

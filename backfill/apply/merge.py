@@ -162,7 +162,9 @@ def merge_changes(
         rows = changes.filter(f"{quote(OP)} = 'PUT'").select(
             *(quote(c) for c in (*schema.output_names, COMMIT_TS))
         )
-        return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+        return delta.append_with_txn(
+            spark, path, rows, app_id=app_id, txn_version=txn_version, metadata=metadata
+        )
     if strategy is MergeStrategy.REWRITE_TABLE:
         return rewrite_table_with(
             spark, path, changes, keys, app_id=app_id, txn_version=txn_version, metadata=metadata
@@ -290,7 +292,9 @@ def _merge_multiset(
     columns = [*content, COMMIT_TS]
     if has_no_rows(spark, path):
         rows = expand_copies(changes.filter(F.col(OP) == "PUT").select(*map(quote, columns), COPIES))
-        return _append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+        return delta.append_with_txn(
+            spark, path, rows, app_id=app_id, txn_version=txn_version, metadata=metadata
+        )
     target = spark.read.format("delta").load(path)
     same = [F.col(f"t.{quote(c)}").eqNullSafe(F.col(f"c.{quote(c)}")) for c in content]
     touched = changes.select(*map(quote, content)).distinct()
@@ -346,24 +350,6 @@ def has_no_rows(spark: SparkSession, path: str) -> bool:
     return not delta.is_delta_table(spark, path) or delta.file_count(spark, path) == 0
 
 
-def _append(
-    rows: DataFrame, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
-) -> bool:
-    spark = rows.sparkSession
-    recorded = delta.recorded_txn_version(spark, path, app_id)
-    if recorded is not None and recorded >= txn_version:
-        return False
-    (
-        rows.write.format("delta")
-        .mode("append")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
-        .save(path)
-    )
-    return True
-
-
 def overwrite_table(
     spark: SparkSession,
     path: str,
@@ -393,7 +379,7 @@ def overwrite_table(
         .option("overwriteSchema", "true")
         .option("txnAppId", app_id)
         .option("txnVersion", str(txn_version))
-        .option("userMetadata", json.dumps(dict(metadata), sort_keys=True, separators=(",", ":")))
+        .option("userMetadata", delta.metadata_json(metadata))
         .save(path)
     )
     return True

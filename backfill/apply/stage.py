@@ -333,11 +333,9 @@ def _apply_table(
                     outcome.upserted += upserts
                     outcome.deleted += deletes
             elif merge_version == resolved_ts:
-                current = spark.read.format("delta").load(path).schema
-                with delta.session_conf_set(spark, _execution_conf(spark, path, 0)):
-                    delta.advance_txn(
-                        spark, path, current, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
-                    )
+                delta.advance_txn(
+                    spark, path, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
+                )
             outcome.path, outcome.resolved_ts = path, merge_version
             outcome.delta_version = delta.table_version(spark, path)
             fault_point("apply.after_merge")

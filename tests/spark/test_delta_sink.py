@@ -85,10 +85,9 @@ def test_version_and_user_metadata_round_trip(spark, warehouse: str) -> None:
 def test_empty_batch_advances_the_recorded_version(spark, warehouse: str) -> None:
     path = f"{warehouse}/t"
     make_table(spark, path)
-    schema = spark.read.format("delta").load(path).schema
-    assert delta.advance_txn(spark, path, schema, app_id=APP, txn_version=5, metadata={"idle": True})
+    assert delta.advance_txn(spark, path, app_id=APP, txn_version=5, metadata={"idle": True})
     assert delta.recorded_txn_version(spark, path, APP) == 5
-    assert delta.advance_txn(spark, path, schema, app_id=APP, txn_version=6, metadata={"idle": True})
+    assert delta.advance_txn(spark, path, app_id=APP, txn_version=6, metadata={"idle": True})
     assert delta.recorded_txn_version(spark, path, APP) == 6
     assert rows(spark, path) == [(1, "a"), (2, "b")]
     files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
@@ -165,3 +164,80 @@ def test_a_ddl_step_that_brings_the_first_datetime_column_lands(spark, warehouse
     renamed = f"{warehouse}/app/t_renamed"  # a RENAME TABLE step writes a new path
     assert overwrite_table(spark, renamed, rows, schema, app_id="tidelake:t", txn_version=8, metadata={})
     assert delta.recorded_txn_version(spark, renamed, "tidelake:t") == 8
+
+
+def test_a_tagged_append_commits_once_with_its_metadata(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    new = spark.createDataFrame([("c", 3)], "v STRING, k INT")  # columns in another order than the table's
+
+    assert delta.append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
+    assert not delta.append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
+    assert not delta.append_with_txn(spark, path, new, app_id=APP, txn_version=8, metadata={"step": "merge"})
+
+    assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
+    assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(
+        table_version=1, txn_version=9, user_metadata={"step": "merge"}
+    )
+    (history,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
+    assert (history["operation"], history["operationMetrics"]["numOutputRows"]) == ("WRITE", "1")
+
+
+def race_after_the_transaction_begins(
+    spark, monkeypatch: pytest.MonkeyPatch, path: str, app_id: str, row
+) -> None:
+    """The next `append_with_txn` on `path` starts its transaction, then another writer appends `row`
+    tagged `(app_id, 4)` before it commits."""
+    real_log = delta.delta_log
+
+    class RacedLog:
+        def __init__(self, log) -> None:
+            self.log = log
+
+        def startTransaction(self):  # the JVM method's name
+            txn = self.log.startTransaction()
+            monkeypatch.setattr(delta, "delta_log", real_log)
+            other = spark.createDataFrame([row], "k INT, v STRING")
+            assert delta.append_with_txn(spark, path, other, app_id=app_id, txn_version=4, metadata={})
+            return txn
+
+    monkeypatch.setattr(delta, "delta_log", lambda s, p: RacedLog(real_log(s, p)))
+
+
+def test_a_tagged_append_loses_its_race_to_the_same_app_id_without_writing_twice(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer records the same (app id, version) after this append's transaction began: Delta
+    refuses this commit (the app id is in its read set), and the next attempt finds the version recorded."""
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    race_after_the_transaction_begins(spark, monkeypatch, path, APP, (3, "other"))
+    mine = spark.createDataFrame([(3, "mine")], "k INT, v STRING")
+    assert not delta.append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
+
+    assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "other")]
+    assert delta.table_version(spark, path) == 1
+
+
+def test_a_tagged_append_beside_another_app_commits_both(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    race_after_the_transaction_begins(spark, monkeypatch, path, "other-app", (4, "d"))
+    mine = spark.createDataFrame([(3, "c")], "k INT, v STRING")
+    assert delta.append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
+
+    assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
+    recorded = [delta.recorded_txn_version(spark, path, app) for app in (APP, "other-app")]
+    assert recorded == [4, 4]
+
+
+def test_rows_of_other_types_go_through_deltas_own_checks(spark, warehouse: str) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    wrong = spark.createDataFrame([(3, 3)], "k INT, v INT")
+    with pytest.raises((AnalysisException, Py4JJavaError), match="DELTA_FAILED_TO_MERGE_FIELDS|v"):
+        delta.append_with_txn(spark, path, wrong, app_id=APP, txn_version=1, metadata={})
+    assert rows(spark, path) == [(1, "a"), (2, "b")]
+    assert delta.recorded_txn_version(spark, path, APP) is None
