@@ -329,15 +329,19 @@ def _tagged_append(
     rows: DataFrame, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
 ) -> bool:
     """Delta's own tagged append (it skips the write when the version is recorded already)."""
-    (
+    tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata).mode("append").save(path)
+    return True
+
+
+def tagged_writer(rows: DataFrame, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]) -> Any:
+    """A Delta DataFrameWriter for `rows` whose commit is tagged `(app_id, txn_version)` with our
+    userMetadata."""
+    return (
         rows.write.format("delta")
-        .mode("append")
         .option("txnAppId", app_id)
         .option("txnVersion", str(txn_version))
         .option("userMetadata", metadata_json(metadata))
-        .save(path)
     )
-    return True
 
 
 def metadata_json(metadata: Mapping[str, Any]) -> str:

@@ -373,15 +373,8 @@ def overwrite_table(
             settings = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
             with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
                 spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
-    (
-        rows.write.format("delta")
-        .mode("overwrite")
-        .option("overwriteSchema", "true")
-        .option("txnAppId", app_id)
-        .option("txnVersion", str(txn_version))
-        .option("userMetadata", delta.metadata_json(metadata))
-        .save(path)
-    )
+    writer = delta.tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    writer.mode("overwrite").option("overwriteSchema", "true").save(path)
     return True
 
 
