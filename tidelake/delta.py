@@ -3,9 +3,10 @@
 Delta skips a write whose `(txnAppId, txnVersion)` is at or below the version it already recorded for
 that app id, which makes a rerun of a committed window a no-op. DataFrame writes take the pair as options;
 MERGE takes it only from the session conf, so `delta_transaction` sets it there for exactly one commit and
-always unsets it. Appends, and the commit that advances an idle table's checkpoint, add the SetTransaction
-to the table's transaction themselves (`append_with_txn`): Delta's own check of the pair rebuilds the table
-state, which costs more than the whole append of a small table.
+always unsets it. Appends, the commit that advances an idle table's checkpoint and the rewrite of a small
+table add the SetTransaction to the table's transaction themselves (`append_with_txn`, `rewrite_with_txn`):
+Delta's own check of the pair rebuilds the table state, which costs more than the whole append or rewrite
+of a small table.
 """
 
 from __future__ import annotations
@@ -277,34 +278,107 @@ def append_with_txn(
 
     Delta's own tagged writes ask their snapshot for the recorded transactions, and that rebuilds the whole
     table state: three Spark jobs, about a second on a table of a few rows, paid by every table of a first
-    load and by every idle table. Here the table's transaction writes the files and commits them with the
-    SetTransaction itself, the recorded version read from the checksum. The app id goes into the
-    transaction's read set, so a writer that records the same app id first makes this commit fail
-    (ConcurrentTransactionException) as Delta's own check would, and the next attempt finds it recorded.
-    Rows whose column types are not the table's go through Delta's writer, which checks them."""
+    load and by every idle table. Here the table's transaction writes the files and commits them itself
+    (`_commit_in_own_txn`). Rows whose column types are not the table's go through Delta's writer, which
+    checks them."""
+
+    def write(txn: Any) -> Any:
+        if rows is None:
+            return _empty_seq(spark)
+        if not _same_column_types(txn.snapshot().schema(), rows):
+            return None
+        return txn.writeFiles(rows._jdf)
+
+    done = _commit_in_own_txn(
+        spark, path, write, app_id=app_id, txn_version=txn_version, metadata=metadata, overwrite=False
+    )
+    if done is None:
+        assert rows is not None
+        return _tagged_append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+    return done
+
+
+def rewrite_with_txn(
+    spark: SparkSession,
+    path: str,
+    new_rows: Callable[[DataFrame], DataFrame],
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+) -> bool:
+    """Replace the table's rows with `new_rows(its rows)` (of the table's columns and types) in one
+    overwrite commit that records `(app_id, txn_version)`; False when the table has it already.
+
+    A small table's rows are read straight from the Parquet files its checksum lists (`_checksum_files`)
+    and the commit is made through its own transaction: a Delta read would rebuild the table state first,
+    and so would Delta's tagged writer (four Spark jobs and over a second a table, three times the rest of
+    the rewrite). The whole table counts as read, so a writer that changes its rows in between makes Delta
+    refuse the commit and the next attempt reads the table again; rows another writer only appends (a blind
+    append) in between stay beside the rewritten ones, as with Delta's own overwrite. Any other table is read
+    and written through Delta."""
+
+    def write(txn: Any) -> Any:
+        snapshot = txn.snapshot()
+        files = _checksum_files(snapshot)
+        if files is None:
+            return None
+        txn.readWholeTable()
+        actions = txn.writeFiles(new_rows(_read_data_files(spark, snapshot, files))._jdf)
+        for file in files:
+            actions = actions.appended(file.remove())
+        return actions
+
+    done = _commit_in_own_txn(
+        spark, path, write, app_id=app_id, txn_version=txn_version, metadata=metadata, overwrite=True
+    )
+    if done is not None:
+        return done
+
+    def through_delta() -> None:
+        rows = new_rows(spark.read.format("delta").load(path))
+        # `replaceWhere` true: a plain overwrite would drop the clustering columns
+        rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(path)
+
+    return commit_with_txn(
+        spark, path, through_delta, app_id=app_id, txn_version=txn_version, metadata=metadata
+    )
+
+
+def _commit_in_own_txn(
+    spark: SparkSession,
+    path: str,
+    write: Callable[[Any], Any],
+    *,
+    app_id: str,
+    txn_version: int,
+    metadata: Mapping[str, Any],
+    overwrite: bool,
+) -> bool | None:
+    """One WRITE commit made through the table's own transaction (`DeltaLog.startTransaction`):
+    `write(txn)` writes the files and returns the actions to commit, or None where this table needs Delta's
+    own writer (then None is returned and nothing is written). The actions are committed with the
+    SetTransaction `(app_id, txn_version)` and our userMetadata; False when the app id has the version
+    already.
+
+    The recorded version is read from the transaction's own snapshot's checksum (no Spark job), and the app
+    id goes into the transaction's read set, as Delta's `txnVersion` puts it: a writer that records the same
+    app id first makes this commit fail (ConcurrentTransactionException), and the next attempt finds the
+    version recorded and writes nothing. A commit that lost a race to another writer is tried again."""
     from tidelake.sparkerrors import is_concurrent_commit
 
-    jvm = spark._jvm
-    assert jvm is not None
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         txn = delta_log(spark, path).startTransaction()
-        snapshot = txn.snapshot()
-        recorded = _recorded_txns(snapshot).get(app_id)
+        recorded = _recorded_txns(txn.snapshot()).get(app_id)
         if recorded is not None and recorded >= txn_version:
             return False
-        if rows is not None and not _same_column_types(snapshot.schema(), rows):
-            return _tagged_append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
         try:
             getattr(txn.readTxn(), "$plus$eq")(app_id)
-            files = _empty_seq(jvm) if rows is None else txn.writeFiles(rows._jdf)
-            now = jvm.java.lang.Long(int(time.time() * 1000))
-            delta_actions = jvm.org.apache.spark.sql.delta.actions
-            recorded_txn = delta_actions.SetTransaction(app_id, txn_version, jvm.scala.Some(now))
-            none = jvm.scala.Option.empty()
-            operation = jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-                jvm.org.apache.spark.sql.SaveMode.Append, none, none, jvm.scala.Some(metadata_json(metadata))
-            )
-            txn.commit(files.appended(recorded_txn), operation)
+            actions = write(txn)
+            if actions is None:
+                return None
+            recorded_txn = _set_transaction(spark, app_id, txn_version)
+            txn.commit(actions.appended(recorded_txn), _write_operation(spark, metadata, overwrite=overwrite))
             return True
         except Exception as exc:
             if attempt == COMMIT_ATTEMPTS or not is_concurrent_commit(exc):
@@ -312,9 +386,89 @@ def append_with_txn(
     raise AssertionError("unreachable")
 
 
-def _empty_seq(jvm: Any) -> Any:
+def _set_transaction(spark: SparkSession, app_id: str, txn_version: int) -> Any:
+    """The `txn` action that records `(app_id, txn_version)`, timestamped now."""
+    now = fs.jvm_class(spark, "java.lang.Long")(int(time.time() * 1000))
+    some = fs.jvm_class(spark, "scala.Some")
+    return fs.jvm_class(spark, "org.apache.spark.sql.delta.actions.SetTransaction")(
+        app_id, txn_version, some(now)
+    )
+
+
+def _write_operation(spark: SparkSession, metadata: Mapping[str, Any], *, overwrite: bool) -> Any:
+    """The WRITE operation our commits record: an append, or an overwrite of the whole table (the predicate
+    `true` that Delta's writer records for `replaceWhere` true), with our userMetadata."""
+    some, none = fs.jvm_class(spark, "scala.Some"), fs.jvm_class(spark, "scala.Option").empty()
+    save_mode = fs.jvm_class(spark, "org.apache.spark.sql.SaveMode")
+    return fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaOperations$Write")(
+        save_mode.Overwrite if overwrite else save_mode.Append,
+        none,
+        some("true") if overwrite else none,
+        some(metadata_json(metadata)),
+    )
+
+
+# Reader features under which a data file holds its rows as a plain Parquet read of it gives them (deletion
+# vectors: only where no file has one). Column mapping renames the files' columns, type widening changes
+# their types: such tables are read through Delta.
+PLAIN_PARQUET_READER_FEATURES = frozenset(
+    {"deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck"}
+)
+
+
+def _checksum_files(snapshot: Any) -> list[Any] | None:
+    """The snapshot's data files (AddFile) as its checksum lists them, where a plain Parquet read of them
+    gives the table's rows; else None. Delta lists a small table's files in each version's checksum (below
+    `allFilesInCrc.thresholdNumFiles`, 50), kept up commit by commit."""
+    checksum = snapshot.checksumOpt()
+    listed = checksum.get().allFiles() if checksum.isDefined() else None
+    if listed is None or not listed.isDefined():
+        return None
+    protocol = json.loads(snapshot.protocol().json())["protocol"]
+    features = set(protocol.get("readerFeatures") or ())
+    if protocol["minReaderVersion"] == 2 or not features <= PLAIN_PARQUET_READER_FEATURES:
+        return None
+    if not snapshot.metadata().partitionColumns().isEmpty():
+        return None
+    if _has_glob_characters(str(snapshot.deltaLog().dataPath())):
+        return None
+    files = []
+    iterator = listed.get().iterator()
+    while iterator.hasNext():
+        file = iterator.next()
+        name = str(file.path())
+        if file.deletionVector() is not None or _has_glob_characters(name) or _hidden_file(name):
+            return None
+        files.append(file)
+    return files
+
+
+def _has_glob_characters(path: str) -> bool:
+    """Whether Spark's file source would take `path` for a pattern."""
+    return any(c in path for c in "{}[]*?\\")
+
+
+def _hidden_file(path: str) -> bool:
+    """Whether Spark's file source would pass over the file (a name starting with `_` or `.`)."""
+    return path.rsplit("/", 1)[-1].startswith(("_", "."))
+
+
+def _read_data_files(spark: SparkSession, snapshot: Any, files: list[Any]) -> DataFrame:
+    """The rows of `files` (from `_checksum_files`), read as Parquet with the table's schema."""
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromJson(json.loads(snapshot.schema().json()))
+    if not files:
+        return spark.createDataFrame([], schema)
+    data_path = snapshot.deltaLog().dataPath()
+    hadoop_path = fs.jvm_class(spark, "org.apache.hadoop.fs.Path")
+    return spark.read.schema(schema).parquet(*(str(hadoop_path(data_path, f.toPath())) for f in files))
+
+
+def _empty_seq(spark: SparkSession) -> Any:
     """An empty Scala immutable Seq (py4j reaches no Scala companion object directly)."""
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(jvm.java.util.ArrayList()).toList()
+    converters = fs.jvm_class(spark, "scala.jdk.javaapi.CollectionConverters")
+    return converters.asScala(fs.jvm_class(spark, "java.util.ArrayList")()).toList()
 
 
 def _same_column_types(table_schema: Any, rows: DataFrame) -> bool:

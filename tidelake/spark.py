@@ -28,6 +28,13 @@ if TYPE_CHECKING:
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+# Delta 4.0.1 checks the file list it keeps in each commit's checksum against a full rebuild of the table
+# state, at every commit, when the session's, the JVM's or the system's time zone is not UTC: a check for
+# the statistics of timestamps before 1883, which differ by zone. That is three Spark jobs and about a
+# second a commit on a laptop outside UTC, and nothing in UTC; off, every zone commits as UTC does.
+DELTA_CHECKSUM_CHECK_OUTSIDE_UTC = (
+    "spark.databricks.delta.allFilesInCrc.verificationMode.forceOnNonUTC.enabled"
+)
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 # Small work (below these bounds) runs with settings for small data:
@@ -127,6 +134,8 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
             builder = builder.config("spark.sql.extensions", DELTA_EXTENSION)
         if not given.contains("spark.sql.catalog.spark_catalog"):
             builder = builder.config("spark.sql.catalog.spark_catalog", DELTA_CATALOG)
+        if not given.contains(DELTA_CHECKSUM_CHECK_OUTSIDE_UTC):
+            builder = builder.config(DELTA_CHECKSUM_CHECK_OUTSIDE_UTC, "false")
         return builder.getOrCreate()
 
     # Bind to loopback unless told otherwise: a laptop run needs no network, and CI has none.
@@ -157,6 +166,7 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
         # half of a small task's time otherwise (tidelake/pyspark_daemon.py)
         "spark.python.daemon.module": "tidelake.pyspark_daemon",
         "spark.databricks.delta.snapshotPartitions": "2",
+        DELTA_CHECKSUM_CHECK_OUTSIDE_UTC: "false",
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
         # The backfill caches its collapsed and decoded changes once and reads them once or twice: building
         # compressed column batches costs more CPU than the memory it saves (MEMORY_AND_DISK spills anyway).

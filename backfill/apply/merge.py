@@ -207,19 +207,17 @@ def rewrite_table_with(
     metadata: Mapping[str, Any],
 ) -> bool:
     """The table written again whole with the changes merged in (`merged_rows`), one tagged overwrite
-    commit (`replaceWhere` true: a plain overwrite would drop the clustering columns). For a small table that
-    is one pass over it where a MERGE makes two, with fewer Spark jobs and much less planning on the driver;
-    the table's properties, clustering and schema stay. A writer that commits in between loses nothing: the
-    overwrite reads the table in its own transaction, which Delta checks against later commits as it checks
-    a MERGE's."""
-
-    def write() -> None:
-        table = spark.read.format("delta").load(path)
-        writer = merged_rows(table, changes, keys).write.format("delta").mode("overwrite")
-        writer.option("replaceWhere", "true").save(path)
-
-    return delta.commit_with_txn(
-        spark, path, write, app_id=app_id, txn_version=txn_version, metadata=metadata
+    commit (`delta.rewrite_with_txn`). For a small table that is one pass over it where a MERGE makes two,
+    with fewer Spark jobs and much less planning on the driver; the table's properties, clustering and schema
+    stay. A writer that commits in between loses nothing: Delta checks the rewrite's read of the table
+    against later commits as it checks a MERGE's."""
+    return delta.rewrite_with_txn(
+        spark,
+        path,
+        lambda table: merged_rows(table, changes, keys),
+        app_id=app_id,
+        txn_version=txn_version,
+        metadata=metadata,
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
@@ -241,3 +243,147 @@ def test_rows_of_other_types_go_through_deltas_own_checks(spark, warehouse: str)
         delta.append_with_txn(spark, path, wrong, app_id=APP, txn_version=1, metadata={})
     assert rows(spark, path) == [(1, "a"), (2, "b")]
     assert delta.recorded_txn_version(spark, path, APP) is None
+
+
+def replace_row(spark, key: int, value: str):
+    """`new_rows` for `rewrite_with_txn`: the table with `key`'s row set to `value`."""
+    return lambda table: table.filter(f"k != {key}").union(
+        spark.createDataFrame([(key, value)], table.schema)
+    )
+
+
+def through_delta_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths `rewrite_with_txn` read and wrote through Delta's own reader and writer
+    (`commit_with_txn`), not from the table's checksum."""
+    calls: list[str] = []
+    real = delta.commit_with_txn
+
+    def spy(spark, path, write, **kwargs):
+        calls.append(path)
+        return real(spark, path, write, **kwargs)
+
+    monkeypatch.setattr(delta, "commit_with_txn", spy)
+    return calls
+
+
+def test_a_rewrite_reads_a_small_table_from_its_checksum_and_commits_once(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    spark.createDataFrame([(3, "c")], "k INT, v STRING").write.format("delta").mode("append").save(path)
+    files = delta.file_count(spark, path)
+    through_delta = through_delta_calls(monkeypatch)
+
+    new_rows = replace_row(spark, 2, "B")
+    assert delta.rewrite_with_txn(
+        spark, path, new_rows, app_id=APP, txn_version=5, metadata={"step": "merge"}
+    )
+    assert not delta.rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
+
+    assert through_delta == []  # the files came from the checksum: rows of both appends are there
+    assert rows(spark, path) == [(1, "a"), (2, "B"), (3, "c")]
+    assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(
+        table_version=2, txn_version=5, user_metadata={"step": "merge"}
+    )
+    (history,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
+    assert (history["operation"], history["operationParameters"]) == (
+        "WRITE",
+        {"mode": "Overwrite", "predicate": "true"},
+    )
+    with open(f"{path}/_delta_log/{2:020d}.json") as commit:
+        actions = [next(iter(json.loads(line))) for line in commit]
+    assert (actions.count("remove"), actions.count("txn"), "add" in actions) == (files, 1, True)
+
+
+def deletion_vector(spark, path: str) -> None:
+    """A row deleted by a deletion vector: a plain read of the table's files would still give it."""
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    pair = spark.createDataFrame([(5, "e"), (6, "f")], "k INT, v STRING").coalesce(1)
+    pair.write.format("delta").mode("append").save(path)
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE k = 5")
+    (detail,) = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").collect()
+    assert detail["operationMetrics"]["numDeletionVectorsAdded"] == "1"
+
+
+def column_mapping(spark, path: str) -> None:
+    """A renamed column: the files still call it by its old name (and the checksum lists them again once
+    rows are appended after the change)."""
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name',"
+        " 'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN v TO w")
+    more = spark.createDataFrame([(4, "d")], "k INT, w STRING")
+    more.write.format("delta").mode("append").save(path)
+
+
+def no_checksum(spark, path: str) -> None:
+    """The newest version's checksum file is gone (a writer that writes none)."""
+    import glob
+    import os
+
+    for crc in glob.glob(f"{path}/_delta_log/*.crc"):
+        os.remove(crc)
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+
+
+@pytest.mark.parametrize("change", [deletion_vector, column_mapping, no_checksum])
+def test_a_table_a_parquet_read_would_get_wrong_is_rewritten_through_delta(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch, change
+) -> None:
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    change(spark, path)
+    expected = sorted([*rows(spark, path), (3, "c")])
+    through_delta = through_delta_calls(monkeypatch)
+
+    assert delta.rewrite_with_txn(
+        spark, path, replace_row(spark, 3, "c"), app_id=APP, txn_version=5, metadata={}
+    )
+
+    assert rows(spark, path) == expected
+    assert through_delta == [path]
+    assert delta.recorded_txn_version(spark, path, APP) == 5
+
+
+def test_a_rewrite_reads_the_table_again_after_a_writer_adds_rows_in_between(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer MERGEs a row in after the rewrite read the table: the whole table is in the rewrite's
+    read set, so Delta refuses its commit and the next attempt reads that row too (else both rows of key 3
+    would be there)."""
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    mine = replace_row(spark, 3, "mine")
+    reads = []
+
+    def new_rows(table):
+        reads.append(1)
+        if len(reads) == 1:
+            theirs = spark.createDataFrame([(3, "theirs")], "k INT, v STRING")
+            upsert(theirs)(DeltaTable.forPath(spark, path)).execute()
+        return mine(table)
+
+    assert delta.rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
+
+    assert len(reads) == 2
+    assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "mine")]
+
+
+def test_a_commit_outside_utc_costs_what_it_costs_in_utc(spark, warehouse: str) -> None:
+    """Delta checks each commit's checksum against a rebuild of the whole table state where a time zone
+    is not UTC, unless our session turns that off (tidelake.spark.DELTA_CHECKSUM_CHECK_OUTSIDE_UTC): the
+    same append makes as many Spark jobs in either zone."""
+    jobs = {}
+    for zone in ("UTC", "America/Los_Angeles"):
+        path = f"{warehouse}/{zone.replace('/', '_')}"
+        make_table(spark, path)
+        new = spark.createDataFrame([(3, "c")], "k INT, v STRING")
+        delta.table_version(spark, path)  # the table's snapshot is loaded before, in both zones
+        with delta.session_conf_set(spark, {"spark.sql.session.timeZone": zone}):
+            first = spark._jsc.sc().dagScheduler().nextJobId()
+            assert delta.append_with_txn(spark, path, new, app_id=APP, txn_version=1, metadata={})
+            jobs[zone] = spark._jsc.sc().dagScheduler().nextJobId() - first
+        assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
+    assert jobs["UTC"] > 0 and jobs["America/Los_Angeles"] == jobs["UTC"], jobs
