@@ -312,8 +312,8 @@ def rewrite_with_txn(
 
     A small table's rows are read straight from the Parquet files its checksum lists (`_checksum_files`)
     and the commit is made through its own transaction: a Delta read would rebuild the table state first,
-    and so would Delta's tagged writer (four Spark jobs and over a second a table, three times the rest of
-    the rewrite). The whole table counts as read, so a writer that changes its rows in between makes Delta
+    and so would Delta's tagged writer (on a small table, four of the rewrite's nine Spark jobs and 1.5 of
+    its 2.2 s). The whole table counts as read, so a writer that changes its rows in between makes Delta
     refuse the commit and the next attempt reads the table again; rows another writer only appends (a blind
     append) in between stay beside the rewritten ones, as with Delta's own overwrite. Any other table is read
     and written through Delta."""

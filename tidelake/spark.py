@@ -30,7 +30,7 @@ DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 # Delta 4.0.1 checks the file list it keeps in each commit's checksum against a full rebuild of the table
 # state, at every commit, when the session's, the JVM's or the system's time zone is not UTC: a check for
-# the statistics of timestamps before 1883, which differ by zone. That is three Spark jobs and about a
+# the statistics of timestamps before 1883, which differ by zone. That is two more Spark jobs and about a
 # second a commit on a laptop outside UTC, and nothing in UTC; off, every zone commits as UTC does.
 DELTA_CHECKSUM_CHECK_OUTSIDE_UTC = (
     "spark.databricks.delta.allFilesInCrc.verificationMode.forceOnNonUTC.enabled"
