@@ -5,18 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from backfill.simulate import load_expected
+from tidelake import delta, fs
 
 
-def warehouse_differences(spark, warehouse: Path, sim_out: Path, scan_id: str) -> list[str]:
-    """Human-readable differences between `warehouse` and the expected state after `scan_id` (empty: equal)."""
+def warehouse_differences(spark, warehouse: Path | str, sim_out: Path, scan_id: str) -> list[str]:
+    """Human-readable differences between `warehouse` (a folder, or any URI Spark lists: `s3a://...`) and the
+    expected state after `scan_id` (empty: equal)."""
     expected = load_expected(sim_out, scan_id)
+    root = str(warehouse).rstrip("/")
     problems = []
     for (db, name), table in sorted(expected.items()):
-        path = warehouse / db / name
-        if not (path / "_delta_log").is_dir():
+        path = f"{root}/{db}/{name}"
+        if not delta.is_delta_table(spark, path):
             problems.append(f"{db}.{name}: missing ({table.num_rows} rows expected)")
             continue
-        got = spark.read.format("delta").load(str(path)).toArrow()
+        got = spark.read.format("delta").load(path).toArrow()
         if sorted(got.column_names) != sorted(table.column_names):
             problems.append(f"{db}.{name}: columns {got.column_names} != expected {table.column_names}")
             continue
@@ -27,8 +30,8 @@ def warehouse_differences(spark, warehouse: Path, sim_out: Path, scan_id: str) -
             problems.append(
                 f"{db}.{name}: {len(extra)} unexpected rows {extra[:2]}, {len(missing)} missing {missing[:2]}"
             )
-    for db in sorted(p for p in warehouse.iterdir() if p.is_dir()) if warehouse.exists() else []:
-        for table in sorted(p for p in db.iterdir() if (p / "_delta_log").is_dir()):
-            if (db.name, table.name) not in expected:
+    for db in fs.list_dir(spark, root):
+        for table in fs.list_dir(spark, db.path) if db.is_dir else []:
+            if (db.name, table.name) not in expected and delta.is_delta_table(spark, table.path):
                 problems.append(f"{db.name}.{table.name}: exists but the upstream has no such table")
     return problems

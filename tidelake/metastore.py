@@ -43,6 +43,9 @@ def metastore_settings(target: TargetConfig) -> dict[str, str]:
             f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true"
         ),
         "spark.sql.warehouse.dir": (folder / "managed").as_uri(),
+        # Hive retries opening a Derby database another process holds 10 times, 2 s apart, before it
+        # fails: each of `open_metastore`'s attempts then took 20 s, past any deadline it was given.
+        "spark.hadoop.hive.hmshandler.retry.attempts": "1",
     }
     return settings
 

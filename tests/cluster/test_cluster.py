@@ -37,6 +37,8 @@ def spark_submit(cluster: SparkStandalone, *args: str) -> subprocess.CompletedPr
         "--conf", "spark.executor.cores=1",
         "--conf", "spark.cores.max=1",
         "--conf", "spark.sql.shuffle.partitions=2",
+        # Delta rebuilds a table's state in 50 tasks by default: on one executor core, seconds for 2 files
+        "--conf", "spark.databricks.delta.snapshotPartitions=2",
         "--conf", f"spark.pyspark.python={python}",
         *args,
     ]  # fmt: skip

@@ -1,8 +1,9 @@
 """Captures in one bucket, the warehouse in another, on a real S3 API server (S3Proxy on 127.0.0.1).
 
-The same job run from local folders is the reference: the tables on S3 must equal it row for row, a rerun
-adds nothing, a run killed between two tables finishes on rerun, and reconcile says equal. Bad credentials
-and a missing bucket end in exit 2 naming the endpoint and bucket, never the secret.
+The tables on S3 must equal the simulator's expected state row for row, a rerun adds nothing, a run killed
+between two tables finishes on rerun, and reconcile says equal. A TiCDC storage sink's folder in a bucket
+gives the tables the same folder gives from local disk. Bad credentials and a missing bucket end in exit 2
+naming the endpoint and bucket, never the secret.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import pytest
 
 from backfill.cli import main
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_index, simulate
+from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
 from backfill.simulate.storage_codec import CsvOptions
 from backfill.simulate.storage_sink import StorageSink
+from tests.expected import warehouse_differences
 from tests.kill import killed_after_first_table, table_label
 from tidelake import delta, fs
 from tidelake.config import load_config
@@ -100,21 +102,18 @@ def test_backfill_status_rerun_and_reconcile_on_s3(
 ) -> None:
     source, warehouses = buckets
     monkeypatch.setenv(SECRET_ENV, local_s3.credential)
-    reference = tmp_path / "reference"
-    local = load_config(
-        write_config(tmp_path / "local.toml", local_s3, str(workload / "scans"), str(reference), workload)
-    )
-    last = load_index(workload)[-1]["resolved_ts"]
-    assert run_backfill(spark, local).resolved_ts == last
+    scans = load_index(workload)
+    last = scans[-1]["resolved_ts"]
 
     conf = write_config(tmp_path / "s3.toml", local_s3, source, f"{warehouses}/wh", workload)
     assert main(["run", "--config", str(conf), "--json"]) == 0
     assert f'"resolved_ts": {last}' in capsys.readouterr().out
-    assert tables(spark, f"{warehouses}/wh") == tables(spark, str(reference))
-    for name, rows in tables(spark, str(reference)).items():  # registered by name at their s3a:// folders
-        described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()}
-        assert described["Location"] == f"{warehouses}/wh/{name.replace('.', '/')}"
-        assert spark.sql(f"SELECT count(*) FROM {name}").first()[0] == len(rows)
+    assert warehouse_differences(spark, f"{warehouses}/wh", workload, scans[-1]["scan_id"]) == []
+    # registered by name at their s3a:// folders
+    for (db, name), expected in load_expected(workload, scans[-1]["scan_id"]).items():
+        described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()}
+        assert described["Location"] == f"{warehouses}/wh/{db}/{name}"
+        assert spark.sql(f"SELECT count(*) FROM {db}.{name}").first()[0] == expected.num_rows
 
     before = versions(spark, f"{warehouses}/wh")
     assert main(["run", "--config", str(conf)]) == 0
@@ -136,13 +135,6 @@ def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
 ) -> None:
     source, warehouses = buckets
     monkeypatch.setenv(SECRET_ENV, local_s3.credential)
-    reference = tmp_path / "reference"
-    run_backfill(
-        spark,
-        load_config(
-            write_config(tmp_path / "l.toml", local_s3, str(workload / "scans"), str(reference), workload)
-        ),
-    )
     config = load_config(
         write_config(tmp_path / "k.toml", local_s3, source, f"{warehouses}/killed", workload)
     )
@@ -153,10 +145,11 @@ def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
     (first,) = finished
     assert set(done) == {table_label(first)}, "the kill leaves exactly the table that finished its walk"
 
-    assert run_backfill(spark, config).resolved_ts == load_index(workload)[-1]["resolved_ts"]
+    last = load_index(workload)[-1]
+    assert run_backfill(spark, config).resolved_ts == last["resolved_ts"]
     after = versions(spark, f"{warehouses}/killed")
     assert {t: after[t] for t in done} == done, "tables committed before the kill are not written again"
-    assert tables(spark, f"{warehouses}/killed") == tables(spark, str(reference))
+    assert warehouse_differences(spark, f"{warehouses}/killed", workload, last["scan_id"]) == []
 
 
 def test_bad_credentials_exit_2_naming_endpoint_and_bucket_never_the_secret(
