@@ -102,15 +102,15 @@ def test_backfill_status_rerun_and_reconcile_on_s3(
 ) -> None:
     source, warehouses = buckets
     monkeypatch.setenv(SECRET_ENV, local_s3.credential)
-    scans = load_index(workload)
-    last = scans[-1]["resolved_ts"]
+    final = load_index(workload)[-1]
+    last = final["resolved_ts"]
 
     conf = write_config(tmp_path / "s3.toml", local_s3, source, f"{warehouses}/wh", workload)
     assert main(["run", "--config", str(conf), "--json"]) == 0
     assert f'"resolved_ts": {last}' in capsys.readouterr().out
-    assert warehouse_differences(spark, f"{warehouses}/wh", workload, scans[-1]["scan_id"]) == []
+    assert warehouse_differences(spark, f"{warehouses}/wh", workload, final["scan_id"]) == []
     # registered by name at their s3a:// folders
-    for (db, name), expected in load_expected(workload, scans[-1]["scan_id"]).items():
+    for (db, name), expected in load_expected(workload, final["scan_id"]).items():
         described = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {db}.{name}").collect()}
         assert described["Location"] == f"{warehouses}/wh/{db}/{name}"
         assert spark.sql(f"SELECT count(*) FROM {db}.{name}").first()[0] == expected.num_rows
@@ -145,11 +145,11 @@ def test_run_killed_between_tables_on_s3_finishes_once_on_rerun(
     (first,) = finished
     assert set(done) == {table_label(first)}, "the kill leaves exactly the table that finished its walk"
 
-    last = load_index(workload)[-1]
-    assert run_backfill(spark, config).resolved_ts == last["resolved_ts"]
+    final = load_index(workload)[-1]
+    assert run_backfill(spark, config).resolved_ts == final["resolved_ts"]
     after = versions(spark, f"{warehouses}/killed")
     assert {t: after[t] for t in done} == done, "tables committed before the kill are not written again"
-    assert warehouse_differences(spark, f"{warehouses}/killed", workload, last["scan_id"]) == []
+    assert warehouse_differences(spark, f"{warehouses}/killed", workload, final["scan_id"]) == []
 
 
 def test_bad_credentials_exit_2_naming_endpoint_and_bucket_never_the_secret(
