@@ -175,11 +175,14 @@ def apply_ddl_step(
     old_path = conventions.table_path(warehouse, old.schema_name, old.name)
     if not delta.is_delta_table(spark, old_path):
         return new_path  # a crashed rename already moved it: the new path carries the step
-    current_rows = spark.read.format("delta").load(old_path)
     truncated = new.table_id != old.table_id and not new.partition_names and after.job_type not in ROW_KEEPING
-    rows = current_rows.limit(0) if truncated else migrate_rows(current_rows, old, new, after.job_type)
+
+    def new_rows(current: DataFrame) -> DataFrame:
+        rows = current if new_path == old_path else delta.read_rows(spark, old_path)
+        return rows.limit(0) if truncated else migrate_rows(rows, old, new, after.job_type)
+
     fault_point("ddl.rewrite")
-    overwrite_table(spark, new_path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+    overwrite_table(spark, new_path, new_rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
     if new_path != old_path:
         fault_point("ddl.rename")
         fs.delete(spark, old_path)

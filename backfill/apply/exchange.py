@@ -138,13 +138,14 @@ def apply_exchange_step(
         )
     pinned = delta.version_before_txn(spark, other_path, app_id, ts)
     theirs = spark.read.format("delta").option("versionAsOf", pinned).load(other_path)
-    ours = spark.read.format("delta").load(path)
-    if old.partition_names:  # we are pt: p's rows leave, nt's rows come in
-        pid = next(p for p in old.physical_ids if p not in set(new.physical_ids))
-        rows = ours.filter(~rows_in_partition(old, pid)).unionByName(aligned(theirs, ours))
-    else:  # we are nt: we become partition p's rows
-        rows = aligned(theirs.filter(rows_in_partition(other, new.table_id)), ours)
-    overwrite_table(spark, path, rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+
+    def new_rows(ours: DataFrame) -> DataFrame:
+        if old.partition_names:  # we are pt: p's rows leave, nt's rows come in
+            pid = next(p for p in old.physical_ids if p not in set(new.physical_ids))
+            return ours.filter(~rows_in_partition(old, pid)).unionByName(aligned(theirs, ours))
+        return aligned(theirs.filter(rows_in_partition(other, new.table_id)), ours)  # we are nt: p's rows
+
+    overwrite_table(spark, path, new_rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
     fault_point("ddl.exchange")  # first reached between the two sides' commits
     return path
 

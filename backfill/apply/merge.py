@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.collapse import COPIES, expand_copies
@@ -351,24 +351,40 @@ def has_no_rows(spark: SparkSession, path: str) -> bool:
 def overwrite_table(
     spark: SparkSession,
     path: str,
-    rows: DataFrame,
+    new_rows: Callable[[DataFrame], DataFrame],
     schema: TableSchema,
     *,
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
 ) -> bool:
-    """Replace the table's rows and schema in one commit (how a DDL step lands).
+    """Replace the table's rows with `new_rows(its rows)`, and its schema with theirs, in one commit that also
+    sets the table id (how a DDL step lands; a table created for it at a new path, for a rename).
 
-    The table id property is set before that commit (on a table created for it at a new path), so a kill
-    between the two leaves nothing that the rerun, which skips the recorded commit, would have to finish."""
+    Through the table's own transaction where it can (`delta.replace_table_with_txn`). Delta's writer, where
+    it cannot, gets the properties in a commit of their own first: a kill between the two leaves nothing
+    that the rerun, which skips the recorded commit, would have to finish."""
     recorded = delta.recorded_txn_version(spark, path, app_id)
     if recorded is not None and recorded >= txn_version:
         return False
-    if not create_table(spark, path, schema):
-        properties = _properties_to_change(spark, path, rows, schema)
-        if properties:  # its own commit, and only when something changes: each commit costs a second
-            settings = ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
+    created = create_table(spark, path, schema)
+    properties = {TABLE_ID_PROPERTY: str(schema.table_id)}
+    done = delta.replace_table_with_txn(
+        spark,
+        path,
+        new_rows,
+        properties=properties,
+        app_id=app_id,
+        txn_version=txn_version,
+        metadata=metadata,
+    )
+    if done is not None:
+        return done
+    rows = new_rows(spark.read.format("delta").load(path))
+    if not created:
+        changed = _properties_to_change(spark, path, rows, schema)
+        if changed:  # its own commit, and only when something changes: each commit costs a second
+            settings = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
             with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
                 spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
     writer = delta.tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata)
@@ -379,16 +395,15 @@ def overwrite_table(
 def _properties_to_change(
     spark: SparkSession, path: str, rows: DataFrame, schema: TableSchema
 ) -> dict[str, str]:
-    """What the table must get before the overwrite: the new table id (TRUNCATE gives one), and the
-    timestampNtz feature when the rows bring the table's first such column. Delta enables that feature
-    when a table is created with such a column (a renamed table's new path), but an overwrite that brings
-    the first one to an existing table (ADD COLUMN ... DATETIME, MODIFY COLUMN to DATETIME) fails unless
-    the feature is already there."""
+    """What the table must get before Delta's overwrite: the new table id (TRUNCATE gives one), and the
+    timestampNtz feature when the rows bring the table's first such column (an overwrite that brings the
+    first one to an existing table, ADD COLUMN ... DATETIME or MODIFY COLUMN to DATETIME, fails unless the
+    feature is already there)."""
     properties = {}
     if delta.table_configuration(spark, path).get(TABLE_ID_PROPERTY) != str(schema.table_id):
         properties[TABLE_ID_PROPERTY] = str(schema.table_id)
     if "timestamp_ntz" in rows.schema.simpleString() and "timestamp_ntz" not in delta.table_schema_string(
         spark, path
     ):
-        properties["delta.feature.timestampNtz"] = "supported"
+        properties[delta.TIMESTAMP_NTZ_FEATURE] = "supported"
     return properties

@@ -160,11 +160,15 @@ def test_a_ddl_step_that_brings_the_first_datetime_column_lands(spark, warehouse
                    pk="int")
     )  # fmt: skip
     rows = spark.sql("SELECT CAST(1 AS BIGINT) AS id, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS d")
-    assert overwrite_table(spark, path, rows, schema, app_id="tidelake:t", txn_version=7, metadata={})
+    assert overwrite_table(
+        spark, path, lambda _: rows, schema, app_id="tidelake:t", txn_version=7, metadata={}
+    )
     assert spark.read.format("delta").load(path).schema.simpleString() == "struct<id:bigint,d:timestamp_ntz>"
     assert delta.recorded_txn_version(spark, path, "tidelake:t") == 7
     renamed = f"{warehouse}/app/t_renamed"  # a RENAME TABLE step writes a new path
-    assert overwrite_table(spark, renamed, rows, schema, app_id="tidelake:t", txn_version=8, metadata={})
+    assert overwrite_table(
+        spark, renamed, lambda _: rows, schema, app_id="tidelake:t", txn_version=8, metadata={}
+    )
     assert delta.recorded_txn_version(spark, renamed, "tidelake:t") == 8
 
 
@@ -345,6 +349,86 @@ def test_a_table_a_parquet_read_would_get_wrong_is_rewritten_through_delta(
     assert rows(spark, path) == expected
     assert through_delta == [path]
     assert delta.recorded_txn_version(spark, path, APP) == 5
+
+
+def clustered_table(spark, path: str) -> None:
+    """A table clustered by its key (as ours are by default), rows in two files."""
+    DeltaTable.create(spark).location(path).addColumn("k", "INT", nullable=False).addColumn(
+        "v", "STRING"
+    ).clusterBy("k").execute()
+    for row in [(1, "a"), (2, "b")]:
+        spark.createDataFrame([row], "k INT, v STRING").write.format("delta").mode("append").save(path)
+
+
+def clustering(spark, path: str) -> list[str]:
+    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+    return list(detail["clusteringColumns"])
+
+
+def add_column(table):
+    """`new_rows` of two ADD COLUMN steps: the table's rows with an empty DATETIME column and an INT NOT NULL
+    one (its default a literal: a column Spark knows holds no NULL)."""
+    return table.selectExpr("*", "CAST(NULL AS TIMESTAMP_NTZ) AS d", "0 AS n")
+
+
+def test_a_schema_change_stores_what_deltas_overwrite_stores_and_keeps_the_clustering(
+    spark, warehouse: str
+) -> None:
+    """Against Delta's own `overwriteSchema` writer on a copy: the same schema (nullable as Delta stores
+    it), rows and protocol (the first TIMESTAMP_NTZ column brings its feature), in one commit with the
+    properties; Delta's writer drops the clustering, ours keeps it."""
+    ours, theirs = f"{warehouse}/ours", f"{warehouse}/theirs"
+    for path in (ours, theirs):
+        clustered_table(spark, path)
+    spark.sql(f"ALTER TABLE delta.`{theirs}` SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
+    add_column(spark.read.format("delta").load(theirs)).write.format("delta").mode("overwrite").option(
+        "overwriteSchema", "true"
+    ).save(theirs)
+
+    assert delta.replace_table_with_txn(
+        spark, ours, add_column, properties={"tidelake.x": "1"}, app_id=APP, txn_version=5, metadata={"s": 1}
+    )
+    assert not delta.replace_table_with_txn(
+        spark, ours, add_column, properties={}, app_id=APP, txn_version=5, metadata={}
+    )
+
+    schema = spark.read.format("delta").load(theirs).schema
+    assert spark.read.format("delta").load(ours).schema == schema
+    assert not any(field.nullable is False for field in schema.fields)  # Delta's writer stores k nullable
+    assert rows(spark, ours) == rows(spark, theirs) == [(1, "a", None, 0), (2, "b", None, 0)]
+    (mine,), (delta_s,) = (
+        spark.sql(f"DESCRIBE DETAIL delta.`{path}`").select("tableFeatures").collect()
+        for path in (ours, theirs)
+    )
+    assert sorted(mine[0]) == sorted(delta_s[0]) and "timestampNtz" in mine[0]
+    assert (clustering(spark, ours), clustering(spark, theirs)) == (["k"], [])
+    assert delta.table_configuration(spark, ours)["tidelake.x"] == "1"
+    assert delta.last_commit(spark, ours, APP) == delta.DeltaCommit(
+        table_version=3, txn_version=5, user_metadata={"s": 1}
+    )
+
+
+def test_a_second_schema_change_finds_the_files_the_first_one_left_unlisted(spark, warehouse: str) -> None:
+    """A commit that changes the schema leaves the file list out of its checksum: the next step rebuilds
+    the table state for it and still commits through its own transaction, keeping the clustering. One that
+    drops the clustering column goes to Delta's writer (None, nothing written)."""
+    path = f"{warehouse}/t"
+    clustered_table(spark, path)
+    assert delta.replace_table_with_txn(spark, path, add_column, properties={}, app_id=APP, txn_version=5,
+                                        metadata={})  # fmt: skip
+    assert delta._checksum_files(delta._snapshot(spark, path)) is None
+
+    assert delta.replace_table_with_txn(
+        spark, path, lambda table: table.drop("d", "n"), properties={}, app_id=APP, txn_version=6, metadata={}
+    )
+    assert rows(spark, path) == [(1, "a"), (2, "b")]
+    assert clustering(spark, path) == ["k"]
+
+    version = delta.table_version(spark, path)
+    dropped = delta.replace_table_with_txn(
+        spark, path, lambda table: table.drop("k"), properties={}, app_id=APP, txn_version=7, metadata={}
+    )
+    assert dropped is None and delta.table_version(spark, path) == version
 
 
 def test_a_rewrite_reads_the_table_again_after_a_writer_adds_rows_in_between(
