@@ -35,6 +35,8 @@ from tidelake.faults import fault_point
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from tidelake.config import TableLayout
+
 RANGE, HASH, LIST = 1, 2, 3
 ALTER_TABLE_PARTITIONING, REMOVE_PARTITIONING = 71, 72
 # DDL types that give rows new physical ids by copying them (the old ids retire, the rows stay).
@@ -158,9 +160,11 @@ def apply_ddl_step(
     app_id: str,
     metadata: Mapping[str, Any],
     identity: RowIdentity = RowIdentity.HANDLE,
+    layout: TableLayout | None = None,
 ) -> str | None:
     """Apply the step from `before` to `after`, tagged with `after`'s finished ts; the table's path after it
-    (None: dropped). Idempotent: a rerun finds the commit recorded, or the rename already done."""
+    (None: dropped). A table the step creates (CREATE TABLE, a rename's new path) gets `layout`, as one
+    the merge creates would. Idempotent: a rerun finds the commit recorded, or the rename already done."""
     ts = after.finished_ts
     old, new = before.schema, after.schema
     if new is None:
@@ -169,7 +173,7 @@ def apply_ddl_step(
         return None
     new_path = conventions.table_path(warehouse, new.schema_name, new.name)
     if old is None:
-        create_table(spark, new_path, new, identity)
+        create_table(spark, new_path, new, identity, layout)
         delta.advance_txn(spark, new_path, app_id=app_id, txn_version=ts, metadata=metadata)
         return new_path
     old_path = conventions.table_path(warehouse, old.schema_name, old.name)
@@ -182,7 +186,10 @@ def apply_ddl_step(
         return rows.limit(0) if truncated else migrate_rows(rows, old, new, after.job_type)
 
     fault_point("ddl.rewrite")
-    overwrite_table(spark, new_path, new_rows, new, app_id=app_id, txn_version=ts, metadata=metadata)
+    overwrite_table(
+        spark, new_path, new_rows, new, app_id=app_id, txn_version=ts, metadata=metadata,
+        identity=identity, layout=layout,
+    )  # fmt: skip
     if new_path != old_path:
         fault_point("ddl.rename")
         fs.delete(spark, old_path)

@@ -357,9 +357,11 @@ def overwrite_table(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
+    identity: RowIdentity = RowIdentity.HANDLE,
+    layout: TableLayout | None = None,
 ) -> bool:
     """Replace the table's rows with `new_rows(its rows)`, and its schema with theirs, in one commit that also
-    sets the table id (how a DDL step lands; a table created for it at a new path, for a rename).
+    sets the table id (how a DDL step lands; a rename's new path is created first, with `layout`).
 
     Through the table's own transaction where it can (`delta.replace_table_with_txn`). Delta's writer, where
     it cannot, gets the properties in a commit of their own first: a kill between the two leaves nothing
@@ -367,7 +369,7 @@ def overwrite_table(
     recorded = delta.recorded_txn_version(spark, path, app_id)
     if recorded is not None and recorded >= txn_version:
         return False
-    created = create_table(spark, path, schema)
+    created = create_table(spark, path, schema, identity, layout)
     properties = {TABLE_ID_PROPERTY: str(schema.table_id)}
     done = delta.replace_table_with_txn(
         spark,

@@ -38,7 +38,7 @@ from tidelake.sparkerrors import input_errors
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from backfill.codec import TableSchema
+    from backfill.codec import SchemaVersion, TableSchema
     from tidelake.config import TableLayout, TargetConfig
 
 # Spark jobs submitted at once in the decode and merge stages. A small table's steps wait on the driver and
@@ -364,6 +364,7 @@ def _apply_table(
                     outcome.path = apply_ddl_step(
                         spark, target.warehouse, version, after, app_id=target.app_id, metadata=metadata,
                         identity=window.identity(index),
+                        layout=_layout_after(target, after),
                     )  # fmt: skip
             outcome.resolved_ts = after.finished_ts if outcome.path is not None else None
             outcome.delta_version = delta.table_version(spark, outcome.path) if outcome.path else None
@@ -371,6 +372,11 @@ def _apply_table(
         final = table.schema_at(resolved_ts)
         outcome.reason = "dropped" if final is None and table.start_ts < resolved_ts else "created later"
     return outcome
+
+
+def _layout_after(target: ApplyTarget, after: SchemaVersion) -> TableLayout | None:
+    """The layout of the table a DDL step leaves (a rename's new name, a created table)."""
+    return None if after.schema is None else target.layout(after.schema.schema_name, after.schema.name)
 
 
 def _execution_conf(spark: SparkSession, path: str | None, changes: int) -> Mapping[str, str] | None:

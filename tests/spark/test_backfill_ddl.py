@@ -38,6 +38,12 @@ def read(spark, path: Path) -> tuple[list[str], list[tuple]]:
     return df.columns, sorted(tuple(r) for r in df.collect())
 
 
+def layout_of(spark, path: Path) -> tuple[list[str], str | None]:
+    """The table's clustering columns and whether deletion vectors are on (the default layout's)."""
+    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+    return list(detail["clusteringColumns"]), detail["properties"].get("delta.enableDeletionVectors")
+
+
 def run_twice(spark, config, path: Path):
     result = run_backfill(spark, config)
     version = delta.table_version(spark, str(path))
@@ -61,6 +67,7 @@ def test_add_column_existing_rows_read_the_origin_default(spark, tmp_path: Path)
     assert cols == ["id", "name", "score", "city", "_tidb_commit_ts"]
     assert rows == [(1, "ann", 1, "x", 110), (2, "bob", 2, "paris", 160), (3, "cy", 3, "x", 150)]
     assert result.tables[0].ddl_steps == 1 and result.tables[0].resolved_ts == 390
+    assert layout_of(spark, wh / "app" / "users") == (["id"], "true")  # the step keeps the clustering
 
 
 def test_drop_column(spark, tmp_path: Path) -> None:
@@ -116,6 +123,9 @@ def test_rename_table_moves_the_delta_table(spark, tmp_path: Path) -> None:
     run_twice(spark, config, wh / "app" / "members")
     assert not (wh / "app" / "users").exists()
     assert read(spark, wh / "app" / "members")[1] == [(1, "ann", 1, 110), (2, "bob", 2, 160)]
+    assert layout_of(spark, wh / "app" / "members") == (["id"], "true")  # created with the job's layout
+    operations = spark.sql(f"DESCRIBE HISTORY delta.`{wh / 'app' / 'members'}`").select("operation").collect()
+    assert "SET TBLPROPERTIES" not in {row[0] for row in operations}
 
 
 def test_truncate_table_empties_it_and_drops_rows_of_the_old_id(spark, tmp_path: Path) -> None:
