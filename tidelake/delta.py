@@ -384,7 +384,7 @@ def replace_table_with_txn(
         schema = rows._jdf.schema().asNullable()
         if not _clustering_survives(snapshot, schema):
             return None
-        txn.updateMetadataForTableOverwrite(_metadata_with(spark, snapshot, schema, properties))
+        txn.updateMetadataForTableOverwrite(_metadata_with(spark, table, schema, properties))
         txn.readWholeTable()
         actions = txn.writeFiles(rows._jdf)
         for file in files:
@@ -395,16 +395,16 @@ def replace_table_with_txn(
     return _commit_in_own_txn(spark, path, write, app_id=app_id, txn_version=txn_version, operation=operation)
 
 
-def _metadata_with(spark: SparkSession, snapshot: Any, schema: Any, properties: Mapping[str, str]) -> Any:
-    """The snapshot's Metadata action with `schema` (a JVM StructType) and `properties` added. The first
-    TIMESTAMP_NTZ column needs Delta's timestampNtz feature, which Delta adds by itself only to a new table:
-    the property that asks for it goes in too (Delta takes it out of the properties and into the protocol)."""
-    action = json.loads(snapshot.metadata().json())
-    configuration = {**action["metaData"].get("configuration", {}), **properties}
+def _metadata_with(
+    spark: SparkSession, table: Mapping[str, Any], schema: Any, properties: Mapping[str, str]
+) -> Any:
+    """The Metadata action `table` (its JSON) with `schema` (a JVM StructType) and `properties` added. The
+    first TIMESTAMP_NTZ column needs Delta's timestampNtz feature, which Delta adds by itself only to a new
+    table: the property that asks for it goes in too (Delta moves it from the properties to the protocol)."""
+    configuration = {**table.get("configuration", {}), **properties}
     if "timestamp_ntz" in str(schema.simpleString()):
         configuration[TIMESTAMP_NTZ_FEATURE] = "supported"
-    action["metaData"]["schemaString"] = schema.json()
-    action["metaData"]["configuration"] = configuration
+    action = {"metaData": {**table, "schemaString": schema.json(), "configuration": configuration}}
     return fs.jvm_class(spark, "org.apache.spark.sql.delta.actions.Action").fromJson(json.dumps(action))
 
 

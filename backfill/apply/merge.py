@@ -370,16 +370,10 @@ def overwrite_table(
     if recorded is not None and recorded >= txn_version:
         return False
     created = create_table(spark, path, schema, identity, layout)
-    properties = {TABLE_ID_PROPERTY: str(schema.table_id)}
     done = delta.replace_table_with_txn(
-        spark,
-        path,
-        new_rows,
-        properties=properties,
-        app_id=app_id,
-        txn_version=txn_version,
-        metadata=metadata,
-    )
+        spark, path, new_rows, properties={TABLE_ID_PROPERTY: str(schema.table_id)}, app_id=app_id,
+        txn_version=txn_version, metadata=metadata,
+    )  # fmt: skip
     if done is not None:
         return done
     rows = new_rows(spark.read.format("delta").load(path))
