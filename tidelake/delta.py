@@ -372,14 +372,11 @@ def replace_table_with_txn(
         if table.get("partitionColumns") or table["configuration"].get(COLUMN_MAPPING, "none") != "none":
             return None
         files = _checksum_files(snapshot)
-        if files is not None:
-            current = _read_data_files(spark, snapshot, files)
-        else:  # not listed: the table state is rebuilt, once (Delta's writer does it twice)
+        plain = files is not None
+        if files is None:  # not listed: the table state is rebuilt, once (Delta's writer does it twice)
             files = _scala_list(txn.filterFiles())
-            if _plain_parquet(snapshot, files):
-                current = _read_data_files(spark, snapshot, files)
-            else:
-                current = spark.read.format("delta").option("versionAsOf", int(snapshot.version())).load(path)
+            plain = _plain_parquet(snapshot, files)
+        current = _read_data_files(spark, snapshot, files) if plain else _delta_rows(spark, path, snapshot)
         rows = new_rows(current)
         schema = rows._jdf.schema().asNullable()
         if not _clustering_survives(snapshot, schema):
@@ -540,9 +537,12 @@ def read_rows(spark: SparkSession, path: str) -> DataFrame:
     gives them (`_checksum_files`), which skips the state rebuild a Delta read starts with."""
     snapshot = _snapshot(spark, path)
     files = _checksum_files(snapshot)
-    if files is None:
-        return spark.read.format("delta").option("versionAsOf", int(snapshot.version())).load(path)
-    return _read_data_files(spark, snapshot, files)
+    return _delta_rows(spark, path, snapshot) if files is None else _read_data_files(spark, snapshot, files)
+
+
+def _delta_rows(spark: SparkSession, path: str, snapshot: Any) -> DataFrame:
+    """The snapshot's rows, read through Delta (at the snapshot's version)."""
+    return spark.read.format("delta").option("versionAsOf", int(snapshot.version())).load(path)
 
 
 def _has_glob_characters(path: str) -> bool:

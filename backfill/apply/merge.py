@@ -366,11 +366,8 @@ def overwrite_table(
     Through the table's own transaction where it can (`delta.replace_table_with_txn`). Delta's writer, where
     it cannot, gets the properties in a commit of their own first: a kill between the two leaves nothing
     that the rerun, which skips the recorded commit, would have to finish."""
-    recorded = delta.recorded_txn_version(spark, path, app_id)
-    if recorded is not None and recorded >= txn_version:
-        return False
     created = create_table(spark, path, schema, identity, layout)
-    done = delta.replace_table_with_txn(
+    done = delta.replace_table_with_txn(  # False where the step is recorded already
         spark, path, new_rows, properties={TABLE_ID_PROPERTY: str(schema.table_id)}, app_id=app_id,
         txn_version=txn_version, metadata=metadata,
     )  # fmt: skip
