@@ -38,6 +38,18 @@ def warehouse(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.fixture(params=["driver", "executors"])
+def decode_on(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where kv-scan decodes a small table's changes: on the driver (the default, `kvscan.small_tables`) or
+    in a Spark job of its own on the executors, as a bigger table's. Both must give the same tables and
+    the same errors."""
+    from backfill.sources.kvscan import small_tables
+
+    if request.param == "executors":
+        monkeypatch.setattr(small_tables, "DRIVER_DECODE_ROWS", 0)
+    return str(request.param)
+
+
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
     """A real MariaDB server on 127.0.0.1 for this run (from the Debian package that .ci/run installs).

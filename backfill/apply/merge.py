@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from backfill.apply.collapse import COPIES, expand_copies
+from backfill.apply.collapse import COPIES, before_columns, expand_copies
 from backfill.apply.layout import KEY_COLUMNS_PROPERTY, MergeStrategy, clustering_columns, table_properties
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
@@ -24,6 +24,7 @@ from tidelake.faults import fault_stage
 from tidelake.sqlident import quote_ident as quote
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -238,6 +239,21 @@ def key_bound_aggregates(column: str) -> list[Any]:
     from pyspark.sql import functions as F
 
     return [F.min(F.col(quote(column))).alias("_key_lo"), F.max(F.col(quote(column))).alias("_key_hi")]
+
+
+def arrow_key_bounds(changes: pa.Table, column: str) -> tuple[Any, Any]:
+    """`key_bound_aggregates` of changes held on the driver, before the before/after key rule: a key a
+    change moves away from (`apply.collapse.before_columns`) is deleted too, so it counts. Arrow orders
+    strings by their UTF-8 bytes, as Spark does."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = [name for name in (column, *before_columns([column])) if name in changes.column_names]
+    values = pa.chunked_array(
+        [chunk for name in names for chunk in changes.column(name).chunks], changes.schema.field(column).type
+    )
+    bounds = pc.min_max(values)
+    return bounds["min"].as_py(), bounds["max"].as_py()
 
 
 def key_range_condition(column: str, bounds: tuple[Any, Any] | None) -> str:

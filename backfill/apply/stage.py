@@ -20,6 +20,7 @@ from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
 from backfill.apply.layout import apply_properties, merge_strategy
 from backfill.apply.merge import (
+    arrow_key_bounds,
     create_table,
     has_no_rows,
     key_bound_aggregates,
@@ -151,9 +152,14 @@ def _segment_rows(
         _check_keys_exist(spark, path, schema, window.identity(index))
     puts_only = seg == 0 and bool(changes.counts().get((index, seg, "PUT"))) and has_no_rows(spark, path)
     keys = window.identity(index).columns(schema)
+    local = changes.local_rows(index, seg, puts_only=puts_only)
     frame = changes.rows(index, seg, puts_only=puts_only)
     # the before/after key rule (`with_moved_key_deletes`); a first load has no row to move
     frame = without_before_columns(frame) if puts_only else with_moved_key_deletes(frame, keys)
+    if local is not None:  # rows on the driver: nothing to compute, and the key bounds are read there
+        key = None if puts_only else key_range_columns(frame, keys)
+        bounds = None if key is None else arrow_key_bounds(local, key)
+        return SegmentRows(frame, puts_only, key, bounds, computed=True)
     if puts_only and changes.cached:  # a filter and projection of cached rows: nothing to compute
         return SegmentRows(frame, puts_only, computed=True)
     frame = frame.persist()

@@ -20,6 +20,7 @@ from backfill.tables import RowIdentity, TrackedTable
 from tidelake import conventions, delta, fs
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
 
@@ -125,6 +126,11 @@ class RowChanges(ABC):
     @abstractmethod
     def rows(self, table: int, segment: int, *, puts_only: bool) -> DataFrame:
         """The segment's changes; `puts_only` when the table is empty, so its DELETEs may be left out."""
+
+    def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
+        """The segment's `rows()` as an Arrow table, where the source typed them on the driver (a small
+        table: no Spark job of its own), else None."""
+        return None
 
     def zero_dates(self) -> int:
         """Zero dates written as NULL (read after the rows were materialized)."""

@@ -58,7 +58,7 @@ def test_corrupt_parquet_file_is_named(spark, tmp_path, landed, capsys) -> None:
     assert versions(spark, tmp_path) == before
 
 
-def test_truncated_row_bytes_name_table_handle_and_offset(spark, tmp_path, landed, capsys) -> None:
+def test_truncated_row_bytes_name_table_handle_and_offset(spark, tmp_path, landed, capsys, decode_on) -> None:
     conf, root, before = landed
     cap = next_capture(root)
     cap.put(1, USERS, 7, {2: "truncate me", 3: 5}, 220, 221)
@@ -126,7 +126,9 @@ def test_incomplete_capture_without_success_is_ignored(spark, tmp_path, landed, 
     assert versions(spark, tmp_path) == before
 
 
-def test_a_row_checksum_mismatch_names_table_key_and_commit_ts(spark, tmp_path, landed, capsys) -> None:
+def test_a_row_checksum_mismatch_names_table_key_and_commit_ts(
+    spark, tmp_path, landed, capsys, decode_on
+) -> None:
     """TiDB v7.1+ row checksum: a value whose bytes do not match it is a data error; the target stays."""
     from backfill.codec import TableSchema, encode_row
     from backfill.codec.checksum import append_raw_checksum

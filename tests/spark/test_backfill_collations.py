@@ -59,7 +59,7 @@ def test_capture_by_capture_and_all_at_once_reach_the_expected_state(spark, tmp_
 
 
 def test_a_delete_without_old_value_on_a_ci_key_is_an_error_naming_table_key_and_ts(
-    spark, tmp_path: Path
+    spark, tmp_path: Path, decode_on: str
 ) -> None:
     """Strip the old values of the last capture: its DELETEs on sort-key tables cannot name their rows."""
     out = tmp_path / "sim"

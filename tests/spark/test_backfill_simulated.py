@@ -15,7 +15,9 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.parametrize("seed", [23])
-def test_every_checkpoint_matches_the_expected_state(spark, tmp_path: Path, seed: int) -> None:
+def test_every_checkpoint_matches_the_expected_state(
+    spark, tmp_path: Path, seed: int, decode_on: str
+) -> None:
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=seed, tables=3, rows=40, txns=150, scans=3))
     conf = tmp_path / "job.toml"

@@ -62,7 +62,7 @@ def decode_changes_batch(
     Such tables also carry their key as of the window's start, from the first old value, for the shared
     before/after key rule. With `verify_checksums`, a row value that carries TiDB's row checksum must match
     it (CodecError)."""
-    target = _nullable(output_schema(schema))
+    target = nullable_output_schema(schema)
     is_put = pc.equal(batch.column("op"), "PUT")
     puts = batch.filter(is_put)
     deletes = batch.filter(pc.invert(is_put))
@@ -86,9 +86,9 @@ def decode_changes_batch(
     if deletes.num_rows:
         parts.append(_assemble(schema, deletes, _deleted_keys(schema, deletes, restore), target, restore))
     table = pa.Table.from_batches(parts, schema=target)
-    return table.combine_chunks().to_batches(max_chunksize=None)[0] if table.num_rows else _empty(
-        target
-    ), zero_dates
+    if not table.num_rows:
+        return pa.RecordBatch.from_pylist([], schema=target), zero_dates
+    return table.combine_chunks().to_batches(max_chunksize=None)[0], zero_dates
 
 
 def _assemble(
@@ -163,12 +163,14 @@ def _deleted_keys(schema: TableSchema, deletes: pa.RecordBatch, restore: bool) -
     }
 
 
-def _nullable(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([field.with_nullable(True) for field in schema])
+def nullable_output_schema(schema: TableSchema) -> pa.Schema:
+    """`output_schema` with every column nullable: a DELETE carries only its key."""
+    return pa.schema([field.with_nullable(True) for field in output_schema(schema)])
 
 
-def _empty(schema: pa.Schema) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pylist([], schema=_nullable(schema))
+def decode_error(schema: TableSchema, exc: CodecError) -> str:
+    """What a row that cannot be decoded is reported as, on the executors and on the driver alike."""
+    return f"cannot decode a row: {schema.schema_name}.{schema.name}: {exc}"
 
 
 def decode_changes(
@@ -192,7 +194,7 @@ def decode_changes(
             try:
                 out, zeros = decode_changes_batch(schema, batch, verify_checksums=verify_checksums)
             except CodecError as exc:
-                raise in_task(f"cannot decode a row: {schema.schema_name}.{schema.name}: {exc}") from None
+                raise in_task(decode_error(schema, exc)) from None
             if zero_dates is not None and zeros:
                 zero_dates.add(zeros)
             yield out

@@ -28,7 +28,7 @@ from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
 from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
-from backfill.sources.kvscan.decode import decode_changes
+from backfill.sources.kvscan.decode import decode_changes, spark_ddl
 from backfill.sources.kvscan.events import read_events
 from backfill.sources.kvscan.format import (
     DDL_JOBS_FILE,
@@ -38,12 +38,14 @@ from backfill.sources.kvscan.format import (
     parse_tables_jsonl,
 )
 from backfill.sources.kvscan.matcher import COMMITTED
+from backfill.sources.kvscan.small_tables import decode_on_driver, fetch_segments, small_tables
 from backfill.tables import TrackedTable
 from tidelake import fs
 from tidelake.errors import InputError
 from tidelake.sparkerrors import input_errors
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from tidelake.config import SourceConfig
@@ -276,7 +278,8 @@ class KvScanSource(Source):
 
 
 class DecodedKvChanges(RowChanges):
-    """Collapsed changes still as TiDB key/value bytes, decoded per (table, segment) on the executors."""
+    """Collapsed changes still as TiDB key/value bytes, decoded per (table, segment) on the executors, a
+    small table's on the driver (`small_tables`)."""
 
     def __init__(
         self,
@@ -287,12 +290,15 @@ class DecodedKvChanges(RowChanges):
         *,
         verify_checksums: bool = True,
     ) -> None:
+        self._spark = spark
         self._window = window
         self._verify_checksums = verify_checksums
         self._collapsed = collapsed
         self._counts = counts
         self._zero_dates = spark.sparkContext.accumulator(0)
         self._tasks = DecodeTasks(spark)
+        self._fetched: dict[tuple[int, int], pa.Table] | None = None  # small tables' changes, on first use
+        self._on_driver: dict[tuple[int, int, bool], pa.Table] = {}
 
     def counts(self) -> Mapping[tuple[int, int, str], int]:
         return self._counts
@@ -302,6 +308,9 @@ class DecodedKvChanges(RowChanges):
 
         schema = self._window.tables[table].versions[segment].schema
         assert schema is not None, "a segment without a table has no rows"
+        local = self.local_rows(table, segment, puts_only=puts_only)
+        if local is not None:
+            return self._spark.createDataFrame(local, spark_ddl(schema, nullable=True, before_keys=True))
         rows = self._collapsed.filter((F.col("table_idx") == table) & (F.col("segment") == segment))
         if puts_only:
             rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
@@ -312,6 +321,23 @@ class DecodedKvChanges(RowChanges):
             rows, schema, self._zero_dates, self._tasks.tally(table), verify_checksums=self._verify_checksums
         )
 
+    def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
+        """A small table's segment, decoded on the driver (`small_tables`); None for the others."""
+        if self._fetched is None:
+            self._fetched = fetch_segments(self._collapsed, small_tables(self._counts))
+        if (table, segment) not in self._fetched:
+            return None
+        if (table, segment, puts_only) not in self._on_driver:
+            schema = self._window.tables[table].versions[segment].schema
+            assert schema is not None, "a segment without a table has no rows"
+            decoded, zeros = decode_on_driver(
+                self._fetched[(table, segment)], schema, puts_only=puts_only,
+                verify_checksums=self._verify_checksums,
+            )  # fmt: skip
+            self._zero_dates.add(zeros)
+            self._on_driver[(table, segment, puts_only)] = decoded
+        return self._on_driver[(table, segment, puts_only)]
+
     def zero_dates(self) -> int:
         return int(self._zero_dates.value)
 
@@ -320,6 +346,7 @@ class DecodedKvChanges(RowChanges):
 
     def release(self) -> None:
         self._collapsed.unpersist()
+        self._fetched, self._on_driver = None, {}
 
 
 def _held_back(table: TableProgress) -> dict[str, Any]:
