@@ -182,16 +182,16 @@ def merged_rows(table: DataFrame, changes: DataFrame, keys: Sequence[str]) -> Da
     PUT of a new key adds a row. One change per key (collapsed); the result has the table's columns."""
     from pyspark.sql import functions as F
 
-    on = _all([F.col(f"t.{quote(k)}") == F.col(f"s.{quote(k)}") for k in keys])
-    change_ts, row_ts = F.col(f"s.{quote(COMMIT_TS)}"), F.col(f"t.{quote(COMMIT_TS)}")
-    change_wins = change_ts.isNotNull() & (row_ts.isNull() | (change_ts >= row_ts))
-    joined = table.alias("t").join(changes.alias("s"), on, "full_outer")
-    return joined.where(~change_wins | (F.col(f"s.{quote(OP)}") == "PUT")).select(
+    # SQL text, parsed by Spark in one call each: built from Column objects, a table of 15 columns took ~100
+    # py4j calls, a tenth of a small table's rewrite.
+    on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+    change_ts, row_ts = f"s.{quote(COMMIT_TS)}", f"t.{quote(COMMIT_TS)}"
+    change_wins = f"({change_ts} IS NOT NULL AND ({row_ts} IS NULL OR {change_ts} >= {row_ts}))"
+    joined = table.alias("t").join(changes.alias("s"), F.expr(on), "full_outer")
+    return joined.where(f"NOT {change_wins} OR s.{quote(OP)} = 'PUT'").selectExpr(
         *(
-            F.when(change_wins, F.col(f"s.{quote(field.name)}"))
-            .otherwise(F.col(f"t.{quote(field.name)}"))
-            .cast(field.dataType)
-            .alias(field.name)
+            f"CAST(CASE WHEN {change_wins} THEN s.{quote(field.name)} ELSE t.{quote(field.name)} END "
+            f"AS {field.dataType.simpleString()}) AS {quote(field.name)}"
             for field in table.schema.fields
         )
     )
@@ -211,11 +211,19 @@ def rewrite_table_with(
     commit (`delta.rewrite_with_txn`). For a small table that is one pass over it where a MERGE makes two,
     with fewer Spark jobs and much less planning on the driver; the table's properties, clustering and schema
     stay. A writer that commits in between loses nothing: Delta checks the rewrite's read of the table
-    against later commits as it checks a MERGE's."""
+    against later commits as it checks a MERGE's.
+
+    Where the join's shuffle has one partition anyway (`tidelake.spark.SMALL_WORK`, a step of few changes),
+    both sides are read into one partition and joined where they are: one stage, no shuffle (60-70 of a
+    small table's 600 ms)."""
+
+    def one_partition(frame: DataFrame) -> DataFrame:
+        return frame.coalesce(1) if spark.conf.get("spark.sql.shuffle.partitions") == "1" else frame
+
     return delta.rewrite_with_txn(
         spark,
         path,
-        lambda table: merged_rows(table, changes, keys),
+        lambda table: merged_rows(one_partition(table), one_partition(changes), keys),
         app_id=app_id,
         txn_version=txn_version,
         metadata=metadata,

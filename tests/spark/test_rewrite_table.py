@@ -15,6 +15,7 @@ from tests.captures import users_table
 from tests.spark.test_table_layout import apply, last_operation
 from tidelake import delta
 from tidelake.config import TableLayout, TargetConfig
+from tidelake.spark import SMALL_WORK
 
 pytestmark = pytest.mark.spark
 
@@ -46,14 +47,20 @@ def table_rows(spark, path: str) -> list[tuple]:
 
 
 def test_the_rewrite_gives_the_rows_the_merge_gives(spark, warehouse) -> None:
+    """Also under the small-work settings, where both sides are joined in one partition without a shuffle."""
     changes = spark.createDataFrame(WINDOW, CHANGES)
-    for name, strategy in (("merged", MergeStrategy.MERGE), ("rewritten", MergeStrategy.REWRITE_TABLE)):
+    for name, strategy, conf in (
+        ("merged", MergeStrategy.MERGE, None),
+        ("rewritten", MergeStrategy.REWRITE_TABLE, None),
+        ("small", MergeStrategy.REWRITE_TABLE, SMALL_WORK),
+    ):
         path = f"{warehouse}/{name}"
         spark.createDataFrame(START, TABLE).write.format("delta").save(path)
-        assert merge_changes(
-            spark, path, SCHEMA, changes, app_id=APP, txn_version=200, metadata={"step": "merge"},
-            strategy=strategy,
-        )  # fmt: skip
+        with delta.session_conf_set(spark, conf):
+            assert merge_changes(
+                spark, path, SCHEMA, changes, app_id=APP, txn_version=200, metadata={"step": "merge"},
+                strategy=strategy,
+            )  # fmt: skip
     assert last_operation(spark, f"{warehouse}/merged")["operation"] == "MERGE"
     assert last_operation(spark, f"{warehouse}/rewritten")["operation"] == "WRITE"
     expected = [
@@ -65,6 +72,7 @@ def test_the_rewrite_gives_the_rows_the_merge_gives(spark, warehouse) -> None:
     ]
     assert table_rows(spark, f"{warehouse}/merged") == expected
     assert table_rows(spark, f"{warehouse}/rewritten") == expected
+    assert table_rows(spark, f"{warehouse}/small") == expected
     merged = spark.read.format("delta").load(f"{warehouse}/merged").schema
     assert spark.read.format("delta").load(f"{warehouse}/rewritten").schema == merged
 
