@@ -21,7 +21,8 @@ class TableOutcome:
     resolved_ts: int | None = None  # the transaction version the table reached
     delta_version: int | None = None
     reason: str | None = None  # why the table did not reach the run's resolved ts
-    decode_tasks: int = 0  # Python tasks that ran this table's decode (`sources.decode_tasks`)
+    # Python tasks that ran this table's decode (`sources.decode_tasks`); 0: decoded on the driver
+    decode_tasks: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
