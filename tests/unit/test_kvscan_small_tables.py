@@ -7,8 +7,8 @@ import pytest
 
 from backfill.codec import TableSchema, encode_row, record_key
 from backfill.sources.kvscan import small_tables
-from backfill.sources.kvscan.decode import decode_changes_batch
-from backfill.sources.kvscan.small_tables import RAW_COLUMNS, decode_on_driver
+from backfill.sources.kvscan.decode import CHANGE_COLUMNS, decode_changes_batch
+from backfill.sources.kvscan.small_tables import decode_on_driver
 from tests.captures import users_table
 from tidelake.errors import InputError
 
@@ -48,7 +48,7 @@ def test_the_driver_decodes_as_the_executors_do_and_leaves_deletes_out_of_a_firs
     ])  # fmt: skip
 
     decoded, zeros = decode_on_driver(raw, schema, puts_only=False)
-    on_executors, _ = decode_changes_batch(schema, raw.select(list(RAW_COLUMNS[:4])).to_batches()[0])
+    on_executors, _ = decode_changes_batch(schema, raw.select(list(CHANGE_COLUMNS)).to_batches()[0])
 
     assert decoded.to_pylist() == pa.Table.from_batches([on_executors]).to_pylist()
     assert [r["id"] for r in decoded.to_pylist()] == [1, 2] and zeros == 0

@@ -50,6 +50,15 @@ def spark_ddl(schema: TableSchema, *, nullable: bool = False, before_keys: bool 
     return ddl.replace(" NOT NULL", "") if nullable else ddl
 
 
+CHANGE_COLUMNS = ("key", "value", "op", "commit_ts")  # what every decode reads of a collapsed change
+OLD_VALUE_COLUMNS = ("old_value", "first_old_value")  # and a table whose key needs the row, these
+
+
+def input_columns(schema: TableSchema) -> list[str]:
+    """The collapsed changes' columns `decode_changes_batch` reads for `schema`'s table."""
+    return [*CHANGE_COLUMNS, *(OLD_VALUE_COLUMNS if key_columns_need_row(schema) else ())]
+
+
 def decode_changes_batch(
     schema: TableSchema, batch: pa.RecordBatch, *, verify_checksums: bool = True
 ) -> tuple[pa.RecordBatch, int]:
@@ -199,7 +208,6 @@ def decode_changes(
                 zero_dates.add(zeros)
             yield out
 
-    columns = ["key", "value", "op", "commit_ts"]
-    if key_columns_need_row(schema):
-        columns += ["old_value", "first_old_value"]
-    return changes.select(*columns).mapInArrow(decode, spark_ddl(schema, nullable=True, before_keys=True))
+    return changes.select(*input_columns(schema)).mapInArrow(
+        decode, spark_ddl(schema, nullable=True, before_keys=True)
+    )

@@ -18,8 +18,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import CodecError, TableSchema
-from backfill.codec.keys import key_columns_need_row
-from backfill.sources.kvscan.decode import decode_changes_batch, decode_error, nullable_output_schema
+from backfill.sources.kvscan.decode import (
+    CHANGE_COLUMNS,
+    OLD_VALUE_COLUMNS,
+    decode_changes_batch,
+    decode_error,
+    input_columns,
+    nullable_output_schema,
+)
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
@@ -27,8 +33,6 @@ if TYPE_CHECKING:
 
 DRIVER_DECODE_ROWS = 5_000  # a table with at most this many changes in the window is decoded on the driver
 DRIVER_DECODE_TOTAL = 200_000  # changes fetched to the driver in all, at most
-
-RAW_COLUMNS = ("key", "value", "op", "commit_ts", "old_value", "first_old_value")
 
 
 def small_tables(counts: Mapping[tuple[int, int, str], int]) -> list[int]:
@@ -52,8 +56,11 @@ def fetch_segments(collapsed: DataFrame, tables: list[int]) -> dict[tuple[int, i
 
     if not tables:
         return {}
-    raw = collapsed.filter(F.col("table_idx").isin(tables)).select("table_idx", "segment", *RAW_COLUMNS)
+    columns = [*CHANGE_COLUMNS, *OLD_VALUE_COLUMNS]
+    raw = collapsed.filter(F.col("table_idx").isin(tables)).select("table_idx", "segment", *columns)
     fetched = raw.toArrow()
+    if fetched.num_rows == 0:
+        return {}
     fetched = fetched.take(
         pc.sort_indices(fetched, sort_keys=[("table_idx", "ascending"), ("segment", "ascending")])
     )
@@ -62,9 +69,8 @@ def fetch_segments(collapsed: DataFrame, tables: list[int]) -> dict[tuple[int, i
     starts = np.flatnonzero(np.r_[True, (ids[1:] != ids[:-1]) | (segments[1:] != segments[:-1])])
     ends = np.r_[starts[1:], len(ids)]
     return {
-        (int(ids[start]), int(segments[start])): fetched.slice(start, end - start).select(list(RAW_COLUMNS))
+        (int(ids[start]), int(segments[start])): fetched.slice(start, end - start).select(columns)
         for start, end in zip(starts, ends, strict=True)
-        if end > start
     }
 
 
@@ -75,8 +81,7 @@ def decode_on_driver(
     PUTs only where `puts_only`); also the zero dates written as NULL. Bad rows raise the same InputError."""
     if puts_only:
         raw = raw.filter(pc.equal(raw.column("op"), "PUT"))
-    if not key_columns_need_row(schema):
-        raw = raw.select(list(RAW_COLUMNS[:4]))
+    raw = raw.select(input_columns(schema))
     target = nullable_output_schema(schema)
     if raw.num_rows == 0:
         return target.empty_table(), 0
