@@ -217,13 +217,15 @@ def rewrite_table_with(
     both sides are read into one partition and joined where they are: one stage, no shuffle (60-70 of a
     small table's 600 ms)."""
 
-    def one_partition(frame: DataFrame) -> DataFrame:
-        return frame.coalesce(1) if spark.conf.get("spark.sql.shuffle.partitions") == "1" else frame
+    def new_rows(table: DataFrame) -> DataFrame:
+        if spark.conf.get("spark.sql.shuffle.partitions") == "1":
+            return merged_rows(table.coalesce(1), changes.coalesce(1), keys)
+        return merged_rows(table, changes, keys)
 
     return delta.rewrite_with_txn(
         spark,
         path,
-        lambda table: merged_rows(one_partition(table), one_partition(changes), keys),
+        new_rows,
         app_id=app_id,
         txn_version=txn_version,
         metadata=metadata,

@@ -59,6 +59,11 @@ def input_columns(schema: TableSchema) -> list[str]:
     return [*CHANGE_COLUMNS, *(OLD_VALUE_COLUMNS if key_columns_need_row(schema) else ())]
 
 
+def decoded_spark_ddl(schema: TableSchema) -> str:
+    """Spark DDL of the rows a decode gives (`nullable_output_schema`), on the executors or the driver."""
+    return spark_ddl(schema, nullable=True, before_keys=True)
+
+
 def decode_changes_batch(
     schema: TableSchema, batch: pa.RecordBatch, *, verify_checksums: bool = True
 ) -> tuple[pa.RecordBatch, int]:
@@ -208,6 +213,4 @@ def decode_changes(
                 zero_dates.add(zeros)
             yield out
 
-    return changes.select(*input_columns(schema)).mapInArrow(
-        decode, spark_ddl(schema, nullable=True, before_keys=True)
-    )
+    return changes.select(*input_columns(schema)).mapInArrow(decode, decoded_spark_ddl(schema))

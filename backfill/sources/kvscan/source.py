@@ -28,7 +28,7 @@ from backfill.sources.kvscan.captures import list_scans
 from backfill.sources.kvscan.catalog import Catalog, build_catalog
 from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
-from backfill.sources.kvscan.decode import decode_changes, spark_ddl
+from backfill.sources.kvscan.decode import decode_changes, decoded_spark_ddl
 from backfill.sources.kvscan.events import read_events
 from backfill.sources.kvscan.format import (
     DDL_JOBS_FILE,
@@ -310,7 +310,7 @@ class DecodedKvChanges(RowChanges):
         assert schema is not None, "a segment without a table has no rows"
         local = self.local_rows(table, segment, puts_only=puts_only)
         if local is not None:
-            return self._spark.createDataFrame(local, spark_ddl(schema, nullable=True, before_keys=True))
+            return self._spark.createDataFrame(local, decoded_spark_ddl(schema))
         rows = self._collapsed.filter((F.col("table_idx") == table) & (F.col("segment") == segment))
         if puts_only:
             rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
