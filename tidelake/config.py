@@ -273,6 +273,10 @@ class SparkConfig:
     shuffle_partitions: int = 8
     driver_memory: str = "4g"
     ui: bool = False
+    # The driver JVM's JIT compilers (tidelake/spark.py, JIT_OPTIONS): "tiered" is the JVM's default (the
+    # quick compiler, then the optimizing one for hot code); "quick" keeps to the quick one, which a run of
+    # a minute or less on small data finishes sooner with.
+    jit: Literal["tiered", "quick"] = "tiered"
     conf: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:

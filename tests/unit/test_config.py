@@ -10,6 +10,7 @@ from backfill.cli import main as backfill_main
 from tidelake.config import DEFAULT_CONFIG, load_config
 from tidelake.configload import Secret
 from tidelake.errors import ConfigError
+from tidelake.spark import LOG4J_OPTION, driver_java_options
 
 pytestmark = pytest.mark.unit
 
@@ -148,3 +149,14 @@ def test_cli_exits_2_naming_the_key(
 def test_cli_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert backfill_main(["status", "--no-such-flag"]) == 2
     assert "no-such-flag" in capsys.readouterr().err
+
+
+def test_the_jit_setting_reaches_the_driver_jvm_and_a_wrong_one_lists_the_choices(tmp_path: Path) -> None:
+    quick = load_config(write(tmp_path, MINIMAL + '\n[spark]\njit = "quick"\n')).spark
+    assert "-XX:TieredStopAtLevel=1" in driver_java_options(quick).split()
+    assert "TieredStopAtLevel" not in driver_java_options(load_config(write(tmp_path, MINIMAL)).spark)
+    assert driver_java_options(quick).startswith(LOG4J_OPTION)
+    with pytest.raises(
+        ConfigError, match=r"spark\.jit: 'fast' is not a valid choice; valid choices: tiered, quick"
+    ):
+        load_config(write(tmp_path, MINIMAL + '\n[spark]\njit = "fast"\n'))
