@@ -1,12 +1,12 @@
 """A class-data archive for the driver JVM (CDS): Spark's classes mapped from one file at start.
 
-A JVM that starts Spark loads, parses and verifies some 15,000 classes from the jars before the first job.
+A JVM that starts Spark loads, parses and verifies thousands of classes from the jars before the first job.
 The JDK can write the classes a run loaded into an archive when that run exits (`ArchiveClassesAtExit`)
 and map them from it at the next start (`SharedArchiveFile`). `dev/setup.sh` runs
-`python -m tidelake.classarchive`, which writes the archive once with a small demo (about a minute) and
+`python -m tidelake.classarchive`, which writes the archive once with a small demo (a minute or two) and
 again only when the JDK or pyspark's jars change. Every session tidelake starts then maps it: on 2 cores a
-process reaches its first job about 6 s sooner (the demo's reconcile as a new process: 43.5 s to
-34.5 s from start to exit).
+process that reconciles the demo's 4 tables took 34.5 s from start to exit instead of 43.5 s, 5-6 s of it
+before the first job.
 
 The archive holds only classes from the JVM's own class path (pyspark's jars), so it is valid exactly for
 that class path and that JDK: the fingerprint beside it says which. A JVM that cannot use it (another
