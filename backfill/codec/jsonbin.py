@@ -64,6 +64,14 @@ def encode_value(obj: object) -> tuple[int, bytes]:
 def _append_value(buf: bytearray, obj: object, depth: int) -> int:
     if depth > MAX_DEPTH:
         raise CodecError("JSON document deeper than 100 levels")
+    if isinstance(obj, str):  # the commonest leaf first
+        raw = obj.encode("utf-8")
+        if len(raw) < 0x80:
+            buf.append(len(raw))  # its uvarint length is the one byte
+        else:
+            buf += encode_uvarint(len(raw))
+        buf += raw
+        return STRING
     if obj is None:
         buf.append(LIT_NULL)
         return LITERAL
@@ -85,11 +93,6 @@ def _append_value(buf: bytearray, obj: object, depth: int) -> int:
             raise CodecError(f"JSON cannot hold {obj}")
         buf += _F64.pack(obj)
         return FLOAT64
-    if isinstance(obj, str):
-        raw = obj.encode("utf-8")
-        buf += encode_uvarint(len(raw))
-        buf += raw
-        return STRING
     if isinstance(obj, list | tuple):
         _append_container(buf, None, list(obj), depth)
         return ARRAY

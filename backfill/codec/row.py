@@ -151,7 +151,12 @@ class _RowV2Encoder:
                 return generic(value)
 
             return double
-        return lambda value: null if value is None else generic(value)
+
+        def stored_cell(value: Any) -> bytes | None | _Skip:
+            # Not a handle column, and a value given: TiDB writes it (_skipped_by_tidb is False).
+            return null if value is None else rowv2.encode_cell(col, _stored(schema, col, value))
+
+        return stored_cell
 
     def encode(self, values: Mapping[int, Any]) -> bytes:
         cells, not_null, nulls = self.cells, [], []

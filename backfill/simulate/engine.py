@@ -10,7 +10,6 @@ overlap and deliver events and DDL jobs twice.
 from __future__ import annotations
 
 import math
-import random
 import time
 from typing import Any
 
@@ -20,6 +19,7 @@ from backfill.simulate.changelog import CHANGELOG_PATH, ChangeLog
 from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
 from backfill.simulate.ddl import DdlRunner, partition_width
 from backfill.simulate.expected import write_expected, write_index
+from backfill.simulate.rng import SimRandom
 from backfill.simulate.store import Store
 from backfill.simulate.tables import TEMPLATES, build_table, collation_template
 from backfill.simulate.txns import Txn, Workload
@@ -41,7 +41,7 @@ class Engine:
             if (out / sub).exists():
                 raise FileExistsError(f"{out / sub} already exists: simulate into an empty folder")
         (out / "scans").mkdir(parents=True)
-        self.w = World(cfg, random.Random(cfg.seed), store=Store(out))
+        self.w = World(cfg, SimRandom(cfg.seed), store=Store(out))
         if cfg.mysql_url:
             self.w.oplog = OpLog(out / ".mysql-ops.pkl")
         if cfg.ticdc_changelog:
