@@ -269,8 +269,8 @@ def _match_and_collapse(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -
     if errors:
         yield from match_errors(sorted(set(errors))).to_batches()
         return
-    changes = matched.filter(pc.equal(kind, "change"))
-    yield from collapse_changes(changes, plan).to_batches()
+    is_change = pc.equal(kind, "change").to_numpy(zero_copy_only=False)
+    yield from collapse_changes(matched, plan, among=is_change).to_batches()
 
 
 def matched_changes(events: DataFrame) -> DataFrame:
