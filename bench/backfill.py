@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         help="floor and ours alternate this many times; the best of each counts",
     )
     parser.add_argument("--jobs", type=int, default=0, help="print the N slowest Spark jobs of the last ours")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting to try (repeatable)"
+    )
     args = parser.parse_args(argv)
 
     began = time.perf_counter()
@@ -90,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session(
         "tidelake-bench",
-        SparkConfig(master="local[2]", shuffle_partitions=8, driver_memory="6g", ui=bool(args.jobs)),
+        SparkConfig(
+            master="local[2]",
+            shuffle_partitions=8,
+            driver_memory="6g",
+            ui=bool(args.jobs),
+            conf=dict(setting.split("=", 1) for setting in args.conf),
+        ),
     )
     spark.range(1000).selectExpr("sum(id)").collect()  # JVM and Python workers warm, outside the timings
     work = Path(tempfile.mkdtemp(prefix="tidelake-bench-"))
