@@ -171,9 +171,9 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan, among: np.ndarray | 
     n = changes.num_rows
     if n == 0:
         return COLLAPSED_ARROW.empty_table()
-    keys, op = changes.column("key"), changes.column("op")
-    names = changes.column_names
-    old_values = changes.column("old_value") if "old_value" in names else pa.nulls(n, pa.binary())
+    if "old_value" not in changes.column_names:
+        changes = changes.append_column("old_value", pa.nulls(n, pa.binary()))
+    keys, op, old_values = changes.column("key"), changes.column("op"), changes.column("old_value")
     commit_col = changes.column("commit_ts")
     parts = record_key_parts(keys)
     commit_ts = pc.fill_null(commit_col, 0).to_numpy()
@@ -232,23 +232,16 @@ def collapse_changes(changes: pa.Table, plan: CollapsePlan, among: np.ndarray | 
     first_of = np.zeros(n, dtype=np.int64)
     first_of[rows[last]] = group_first[last]
     first_rows = first_of[kept]
-    wide = [
-        "op",
-        "commit_ts",
-        "key",
-        "value",
-        "scan_id",
-        "region_id",
-        *(["old_value"] if "old_value" in names else []),
-    ]
-    out = changes.select(wide).filter(pa.array(kept))
-    old_value = out.column("old_value") if "old_value" in names else pa.nulls(out.num_rows, pa.binary())
+    out = changes.select(["op", "commit_ts", "key", "value", "old_value", "scan_id", "region_id"]).filter(
+        pa.array(kept)
+    )
+    old_value = out.column("old_value")
     single = np.array_equal(first_rows, np.flatnonzero(kept))  # one change a row: its old value is the first
     first_old_value = old_value if single else old_values.take(pa.array(first_rows))
     return pa.table(
         {
             "table_idx": table_idx[kept],
-            "segment": _segments(table_idx, commit_ts, plan)[kept],
+            "segment": _segments(table_idx[kept], commit_ts[kept], plan),
             "op": out.column("op"),
             "commit_ts": out.column("commit_ts"),
             "key": out.column("key"),
