@@ -60,23 +60,27 @@ def fingerprint() -> str | None:
     return digest.hexdigest()
 
 
-def java_options() -> tuple[str, ...]:
-    """The options that map the archive, when there is one for this JDK and these jars; else none."""
+def _archive_for(wanted: str | None) -> Path | None:
+    """The archive set-up wrote, if its recorded fingerprint is `wanted`."""
     folder = archive_dir()
     archive, recorded = folder / ARCHIVE_NAME, folder / FINGERPRINT_NAME
-    if not archive.is_file() or not recorded.is_file():
-        return ()
-    if recorded.read_text().strip() != fingerprint():
-        return ()
-    return (f"-XX:SharedArchiveFile={archive}", *QUIET)
+    if wanted is None or not archive.is_file() or not recorded.is_file():
+        return None
+    return archive if recorded.read_text().strip() == wanted else None
+
+
+def java_options() -> tuple[str, ...]:
+    """The options that map the archive, when there is one for this JDK and these jars; else none."""
+    archive = _archive_for(fingerprint())
+    return () if archive is None else (f"-XX:SharedArchiveFile={archive}", *QUIET)
 
 
 def write_archive() -> bool:
     """Write the archive if there is none for this JDK and these jars (True when one was written)."""
     wanted = fingerprint()
-    folder = archive_dir()
-    if wanted is None or java_options():
+    if wanted is None or _archive_for(wanted) is not None:
         return False
+    folder = archive_dir()
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as work:
         written = Path(work) / ARCHIVE_NAME

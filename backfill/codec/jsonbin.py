@@ -66,10 +66,7 @@ def _append_value(buf: bytearray, obj: object, depth: int) -> int:
         raise CodecError("JSON document deeper than 100 levels")
     if isinstance(obj, str):  # the commonest leaf first
         raw = obj.encode("utf-8")
-        if len(raw) < 0x80:
-            buf.append(len(raw))  # its uvarint length is the one byte
-        else:
-            buf += encode_uvarint(len(raw))
+        buf += encode_uvarint(len(raw))
         buf += raw
         return STRING
     if obj is None:
