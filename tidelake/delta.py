@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+OPTIMIZE_WRITE_OPTION = "optimizeWrite"  # a write option over the table's delta.autoOptimize.optimizeWrite
 # false: a MERGE rewrites the files it touches even where the table has deletion vectors enabled
 MERGE_DELETION_VECTORS = "spark.databricks.delta.merge.deletionVectors.persistent"
 # none: a MERGE reads its source as it is; "auto" copies any source that is not a Delta scan first
@@ -274,9 +275,11 @@ def append_with_txn(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
+    optimize_write: bool | None = None,
 ) -> bool:
     """Append `rows` (None: none) in one commit that records `(app_id, txn_version)`; False when the table
-    has it already.
+    has it already. `optimize_write` (None: as the table says) overrides the table's optimized writes for
+    this write only, as Delta's `optimizeWrite` write option does.
 
     Delta's own tagged writes ask their snapshot for the recorded transactions, and that rebuilds the whole
     table state: three Spark jobs, about a second on a table of a few rows, paid by every table of a first
@@ -289,14 +292,29 @@ def append_with_txn(
             return _empty_seq(spark)
         if not _same_column_types(txn.snapshot().schema(), rows):
             return None
-        return txn.writeFiles(rows._jdf)
+        if not options:
+            return txn.writeFiles(rows._jdf)
+        return txn.writeFiles(rows._jdf, fs.jvm_class(spark, "scala.Some")(_delta_options(spark, options)))
 
+    options = {} if optimize_write is None else {OPTIMIZE_WRITE_OPTION: str(optimize_write).lower()}
     operation = _write_operation(spark, metadata, overwrite=False)
     done = _commit_in_own_txn(spark, path, write, app_id=app_id, txn_version=txn_version, operation=operation)
     if done is None:
         assert rows is not None
-        return _tagged_append(rows, path, app_id=app_id, txn_version=txn_version, metadata=metadata)
+        writer = tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata)
+        writer.options(**options).mode("append").save(path)
+        return True
     return done
+
+
+def _delta_options(spark: SparkSession, options: Mapping[str, str]) -> Any:
+    """Delta's write options (`DeltaOptions`) for a transaction's `writeFiles`."""
+    java_map = fs.jvm_class(spark, "java.util.HashMap")()
+    for key, value in options.items():
+        java_map.put(key, value)
+    scala_map = fs.jvm_class(spark, "org.apache.spark.api.python.PythonUtils").toScalaMap(java_map)
+    sql_conf = spark._jsparkSession.sessionState().conf()
+    return fs.jvm_class(spark, "org.apache.spark.sql.delta.DeltaOptions")(scala_map, sql_conf)
 
 
 def rewrite_with_txn(
@@ -579,14 +597,6 @@ def _same_column_types(table_schema: Any, rows: DataFrame) -> bool:
     table = {str(f.name()).lower(): str(f.dataType().json()) for f in table_schema.fields()}
     given = {str(f.name()).lower(): str(f.dataType().json()) for f in rows._jdf.schema().fields()}
     return table == given
-
-
-def _tagged_append(
-    rows: DataFrame, path: str, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]
-) -> bool:
-    """Delta's own tagged append (it skips the write when the version is recorded already)."""
-    tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata).mode("append").save(path)
-    return True
 
 
 def tagged_writer(rows: DataFrame, *, app_id: str, txn_version: int, metadata: Mapping[str, Any]) -> Any:

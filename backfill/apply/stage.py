@@ -334,6 +334,7 @@ def _apply_table(
                         strategy=merge_strategy(
                             spark, path, layout, keyed=bool(window.identity(index).columns(schema))
                         ),
+                        puts=upserts,
                     )
                 if merged:
                     outcome.upserted += upserts

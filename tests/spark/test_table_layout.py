@@ -179,3 +179,28 @@ def test_key_bounds_are_spark_literals_of_the_same_value(spark) -> None:
         condition = key_range_condition("k", (value, value))
         literal = condition.split(">= ", 1)[1].split(" AND", 1)[0]
         assert spark.sql(f"SELECT {literal} AS v").first()["v"] == value, condition
+
+
+def test_a_first_load_in_big_partitions_writes_a_file_each_though_the_table_optimizes_writes(
+    spark, warehouse
+) -> None:
+    from backfill.apply.merge import FILE_PER_PARTITION_ROWS, create_table, merge_changes
+
+    schema = TableSchema.from_table_info(users_table(), schema_name="app")
+    cases = {  # name: (rows, partitions, files)
+        "big": (2 * FILE_PER_PARTITION_ROWS, 2, 2),  # a file per partition: no optimized write
+        "small": (300, 3, 1),  # the optimized write gathers small partitions into one file
+    }
+    for name, (rows, partitions, files) in cases.items():
+        path = f"{warehouse}/app/{name}"
+        create_table(spark, path, schema, layout=TableLayout(optimize_write=True))
+        changes = spark.range(rows, numPartitions=partitions).selectExpr(
+            "id", "concat('n', id) AS name", "CAST(id % 100 AS INT) AS score", "'PUT' AS _tidb_op",
+            "10L AS _tidb_commit_ts",
+        )  # fmt: skip
+        assert merge_changes(
+            spark, path, schema, changes, app_id=APP, txn_version=1, metadata={}, puts_only=True, puts=rows
+        )
+        detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+        assert delta.table_configuration(spark, path)["delta.autoOptimize.optimizeWrite"] == "true"
+        assert (detail["numFiles"], spark.read.format("delta").load(path).count()) == (files, rows), name
