@@ -1,4 +1,5 @@
-"""A session tidelake starts maps the class archive dev/setup.sh wrote (tidelake/classarchive.py)."""
+"""A session tidelake starts maps the class archive dev/setup.sh wrote (tidelake/classarchive.py) and
+runs the driver JVM with the collector of `tidelake.spark.GC_OPTION`."""
 
 from __future__ import annotations
 
@@ -40,3 +41,8 @@ def test_the_session_maps_the_class_archive_set_up_wrote_and_only_then(spark: An
     assert mapped is not None, "the JVM maps no class archive"
     # The JDK's own base archive is a few MB; the mapping covers ours (and the base) only when ours is used.
     assert int(mapped.group(1)) >= archive.stat().st_size
+
+
+def test_the_driver_jvm_collects_with_the_throughput_collector(spark: Any) -> None:
+    beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    assert sorted(str(bean.getName()) for bean in beans) == ["PS MarkSweep", "PS Scavenge"]
