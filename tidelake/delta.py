@@ -286,6 +286,7 @@ def append_with_txn(
     load and by every idle table. Here the table's transaction writes the files and commits them itself
     (`_commit_in_own_txn`). Rows whose column types are not the table's go through Delta's writer, which
     checks them."""
+    options = {} if optimize_write is None else {OPTIMIZE_WRITE_OPTION: str(optimize_write).lower()}
 
     def write(txn: Any) -> Any:
         if rows is None:
@@ -296,7 +297,6 @@ def append_with_txn(
             return txn.writeFiles(rows._jdf)
         return txn.writeFiles(rows._jdf, fs.jvm_class(spark, "scala.Some")(_delta_options(spark, options)))
 
-    options = {} if optimize_write is None else {OPTIMIZE_WRITE_OPTION: str(optimize_write).lower()}
     operation = _write_operation(spark, metadata, overwrite=False)
     done = _commit_in_own_txn(spark, path, write, app_id=app_id, txn_version=txn_version, operation=operation)
     if done is None:

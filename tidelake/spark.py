@@ -43,10 +43,10 @@ LOG4J_OPTION = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
 # 4 tables reconciled in a new JVM: 24-27 s tiered, 17-18 s quick; warmed up, the quick code is slower (6.3-7.5
 # s against 8.2 s). A 1M-event backfill from empty in a new JVM: 42-45 s tiered, 41 s quick.
 JIT_OPTIONS = MappingProxyType({"tiered": (), "quick": ("-XX:TieredStopAtLevel=1",)})
-# The driver JVM's collector: the throughput one. In local mode the driver does all the work, mostly short-lived
-# rows, Arrow buffers and shuffle blocks, and G1's concurrent work takes a core from it: bench/backfill.py (5M
-# events, best of 3, G1 and parallel alternating twice): ours 27.2/26.1 s with G1, 24.6/24.6 s parallel, the
-# plain Parquet copy beside it 9.2/9.3 against 9.1/9.3 s. The class archive maps under either.
+# The driver JVM's collector: the parallel (throughput) one, for batch work. In local mode the driver runs every
+# task, and they fill the heap with short-lived rows, Arrow buffers and shuffle blocks. bench/backfill.py (5M
+# events, best of 3, G1 and parallel alternating twice): ours 27.2/26.1 s with G1 (JDK 17's default), 24.6/24.6
+# s parallel; the plain Parquet copy beside it 9.2/9.3 against 9.1/9.3 s. The class archive maps under either.
 GC_OPTION = "-XX:+UseParallelGC"
 
 # Small work (below these bounds) runs with settings for small data:
