@@ -38,15 +38,18 @@ def warehouse(tmp_path: Path) -> str:
     return str(path)
 
 
-@pytest.fixture(params=["driver", "executors"])
+@pytest.fixture(params=["driver", "executors", "eager"])
 def decode_on(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Where kv-scan decodes a small table's changes: on the driver (the default, `kvscan.small_tables`) or
-    in a Spark job of its own on the executors, as a bigger table's. Both must give the same tables and
-    the same errors."""
-    from backfill.sources.kvscan import small_tables
+    """Where kv-scan decodes a small table's changes: on the driver (the default, `kvscan.small_tables`), in
+    a Spark job of its own on the executors, as a bigger table's, or its PUTs in the match+collapse task, as
+    a big table's (`kvscan.eager_decode`). All must give the same tables and the same errors."""
+    from backfill.sources.kvscan import eager_decode, small_tables
 
     if request.param == "executors":
         monkeypatch.setattr(small_tables, "DRIVER_DECODE_ROWS", 0)
+    if request.param == "eager":
+        monkeypatch.setattr(eager_decode, "EAGER_DECODE_EVENTS", 0)
+        monkeypatch.setattr(eager_decode, "EAGER_DECODE_SHARE", 0)
     return str(request.param)
 
 

@@ -160,7 +160,7 @@ def _segment_rows(
         key = None if puts_only else key_range_columns(frame, keys)
         bounds = None if key is None else arrow_key_bounds(local, key)
         return SegmentRows(frame, puts_only, key, bounds, computed=True)
-    if puts_only and changes.cached:  # a filter and projection of cached rows: nothing to compute
+    if puts_only and changes.cached_rows(index, seg, puts_only=True):  # nothing to compute
         return SegmentRows(frame, puts_only, computed=True)
     frame = frame.persist()
     return SegmentRows(frame, puts_only, None if puts_only else key_range_columns(frame, keys))

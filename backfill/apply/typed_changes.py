@@ -23,8 +23,6 @@ PARALLEL_JOBS = 4
 
 
 class TypedRowChanges(RowChanges):
-    cached = True  # collapsed, persisted and counted here
-
     def __init__(
         self,
         window: Window,
@@ -56,6 +54,9 @@ class TypedRowChanges(RowChanges):
     def rows(self, table: int, segment: int, *, puts_only: bool) -> DataFrame:
         frame = self._frames[(table, segment)]
         return frame.filter(frame[OP] == "PUT") if puts_only else frame
+
+    def cached_rows(self, table: int, segment: int, *, puts_only: bool) -> bool:
+        return True  # collapsed, persisted and counted here
 
     def zero_dates(self) -> int:
         return self._zero_dates()

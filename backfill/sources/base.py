@@ -117,8 +117,6 @@ class RowChanges(ABC):
     surfaces while every table is still untouched.
     """
 
-    cached = False  # `rows()` are filters and projections of frames already persisted and computed
-
     @abstractmethod
     def counts(self) -> Mapping[tuple[int, int, str], int]:
         """Rows per (table index, segment, op)."""
@@ -126,6 +124,10 @@ class RowChanges(ABC):
     @abstractmethod
     def rows(self, table: int, segment: int, *, puts_only: bool) -> DataFrame:
         """The segment's changes; `puts_only` when the table is empty, so its DELETEs may be left out."""
+
+    def cached_rows(self, table: int, segment: int, *, puts_only: bool) -> bool:
+        """True where `rows()` is a filter and projection of a frame already persisted and computed."""
+        return False
 
     def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
         """The segment's `rows()` as an Arrow table, where the source typed them on the driver (a small

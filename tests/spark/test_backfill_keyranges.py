@@ -23,18 +23,24 @@ def test_splits_follow_region_boundaries_and_balance_events() -> None:
     assert key_range_splits(regions, 1) == []
 
 
-@pytest.mark.parametrize("rows_per_task", [50, None], ids=["hot", "few-rows-one-task"])
+@pytest.mark.parametrize(
+    "rows_per_task", [50, None, "eager"], ids=["hot", "few-rows-one-task", "in-match-and-collapse"]
+)
 def test_hot_table_is_decoded_by_more_than_one_task(
-    spark, tmp_path: Path, monkeypatch, rows_per_task: int | None
+    spark, tmp_path: Path, monkeypatch, rows_per_task: int | str | None
 ) -> None:
     """With 50 rows a task, the 240 rows spread over the key ranges; by default (100k rows a task) they are
-    decoded by one task, which saves a Python round trip per key range. (Tables this small are decoded on
-    the driver by default: here they are not.)"""
+    decoded by one task, which saves a Python round trip per key range. Decoded in the match+collapse task
+    (`eager_decode`, a big table's way), they are decoded by every key range's task that holds some.
+    (Tables this small are decoded on the driver by default: here they are not.)"""
     from backfill.sources import decode_tasks
-    from backfill.sources.kvscan import small_tables
+    from backfill.sources.kvscan import eager_decode, small_tables
 
     monkeypatch.setattr(small_tables, "DRIVER_DECODE_ROWS", 0)
-    if rows_per_task is not None:
+    if rows_per_task == "eager":
+        monkeypatch.setattr(eager_decode, "EAGER_DECODE_EVENTS", 0)
+        monkeypatch.setattr(eager_decode, "EAGER_DECODE_SHARE", 0)
+    elif rows_per_task is not None:
         monkeypatch.setattr(decode_tasks, "DECODE_ROWS_PER_TASK", rows_per_task)
     hot, cold = users_table(100, "hot"), users_table(200, "cold")
     bounds = [record_key(100, h) for h in range(0, 240, 30)]

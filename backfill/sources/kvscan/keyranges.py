@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.sources.kvscan.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes, match_errors
+from backfill.sources.kvscan.eager_decode import EagerDecode
 from backfill.sources.kvscan.matcher import (
     COMMITTED,
     EVENT_TYPES,
@@ -252,14 +253,19 @@ def by_key_range(
     return tagged.repartition(len(ranges.tags), "bucket")
 
 
-def match_and_collapse(events: DataFrame, plan: CollapsePlan) -> DataFrame:
+def match_and_collapse(events: DataFrame, plan: CollapsePlan, eager: EagerDecode | None = None) -> DataFrame:
     """Per key range (`by_key_range` output): match the region stream pieces, then keep the last change
-    per (table, row handle) with `collapse.collapse_changes`. Matcher errors come out as rows under
-    table_idx `MATCH_ERRORS`, bad changes under `BAD_ROWS`."""
-    return events.mapInArrow(partial(_match_and_collapse, plan=plan), COLLAPSED_DDL)
+    per (table, row handle) with `collapse.collapse_changes`, and decode the PUTs of `eager`'s segments
+    (`eager_decode`). Matcher errors come out as rows under table_idx `MATCH_ERRORS`, bad changes under
+    `BAD_ROWS`."""
+    eager = eager or EagerDecode()
+    schema = eager.spark_schema() if eager.schemas else COLLAPSED_DDL
+    return events.mapInArrow(partial(_match_and_collapse, plan=plan, eager=eager), schema)
 
 
-def _match_and_collapse(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -> Iterator[pa.RecordBatch]:
+def _match_and_collapse(
+    batches: Iterator[pa.RecordBatch], plan: CollapsePlan, eager: EagerDecode
+) -> Iterator[pa.RecordBatch]:
     collected = list(batches)
     if not collected:
         return
@@ -267,10 +273,10 @@ def _match_and_collapse(batches: Iterator[pa.RecordBatch], plan: CollapsePlan) -
     kind = matched.column("kind")
     errors = matched.filter(pc.equal(kind, "error")).column("message").to_pylist()
     if errors:
-        yield from match_errors(sorted(set(errors))).to_batches()
+        yield from eager.widen(match_errors(sorted(set(errors)))).to_batches()
         return
     is_change = pc.equal(kind, "change").to_numpy(zero_copy_only=False)
-    yield from collapse_changes(matched, plan, among=is_change).to_batches()
+    yield from eager.decode(collapse_changes(matched, plan, among=is_change)).to_batches()
 
 
 def matched_changes(events: DataFrame) -> DataFrame:

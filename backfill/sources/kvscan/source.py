@@ -29,6 +29,7 @@ from backfill.sources.kvscan.catalog import Catalog, build_catalog
 from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
 from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
 from backfill.sources.kvscan.decode import decode_changes, decoded_spark_ddl
+from backfill.sources.kvscan.eager_decode import EagerDecode, eager_segments, events_per_table
 from backfill.sources.kvscan.events import read_events
 from backfill.sources.kvscan.format import (
     DDL_JOBS_FILE,
@@ -250,8 +251,19 @@ class KvScanSource(Source):
                 ),
                 handover={pid: spans for pid, spans in owners.items() if len({s[2] for s in spans}) > 1},
             )
-            collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan)
-        return DecodedKvChanges(spark, window, collapsed, counts, verify_checksums=self.verify_checksums)
+            tasks = DecodeTasks(spark)
+            events = window.survey.event_counts
+            segments = eager_segments(
+                tables, events_per_table(tables, window.candidates, events), sum(events.values())
+            )
+            eager = EagerDecode(
+                segments,
+                verify_checksums=self.verify_checksums,
+                zero_dates=spark.sparkContext.accumulator(0),
+                tallies={index: tasks.tally(index) for index, _ in segments},
+            )
+            collapsed, counts = _match_and_collapse(spark, window.candidates, window.survey, plan, eager)
+        return DecodedKvChanges(spark, window, collapsed, counts, eager, tasks)
 
     # ---------------------------------------------------------------------------------------- status
 
@@ -279,7 +291,7 @@ class KvScanSource(Source):
 
 class DecodedKvChanges(RowChanges):
     """Collapsed changes still as TiDB key/value bytes, decoded per (table, segment) on the executors, a
-    small table's on the driver (`small_tables`)."""
+    small table's on the driver (`small_tables`); a big table's PUTs come decoded already (`eager_decode`)."""
 
     def __init__(
         self,
@@ -287,16 +299,17 @@ class DecodedKvChanges(RowChanges):
         window: Window,
         collapsed: DataFrame,
         counts: dict[tuple[int, int, str], int],
-        *,
-        verify_checksums: bool = True,
+        eager: EagerDecode,
+        tasks: DecodeTasks,
     ) -> None:
         self._spark = spark
         self._window = window
-        self._verify_checksums = verify_checksums
+        self._verify_checksums = eager.verify_checksums
         self._collapsed = collapsed
         self._counts = counts
-        self._zero_dates = spark.sparkContext.accumulator(0)
-        self._tasks = DecodeTasks(spark)
+        self._eager = eager
+        self._zero_dates = eager.zero_dates or spark.sparkContext.accumulator(0)
+        self._tasks = tasks
         self._fetched: dict[tuple[int, int], pa.Table] | None = None  # small tables' changes, on first use
         self._on_driver: dict[tuple[int, int, bool], pa.Table] = {}
 
@@ -311,20 +324,34 @@ class DecodedKvChanges(RowChanges):
         local = self.local_rows(table, segment, puts_only=puts_only)
         if local is not None:
             return self._spark.createDataFrame(local, decoded_spark_ddl(schema))
+        ops: tuple[str, ...] = ("PUT",) if puts_only else ("PUT", "DELETE")
+        decoded = None
+        if (table, segment) in self._eager.schemas:
+            puts = self._counts.get((table, segment, "PUT"), 0)
+            decoded = self._eager.rows(self._collapsed, table, segment).coalesce(decode_task_count(puts))
+            ops = tuple(op for op in ops if op != "PUT")
+            if not ops:
+                return decoded
         rows = self._collapsed.filter((F.col("table_idx") == table) & (F.col("segment") == segment))
-        if puts_only:
-            rows = rows.filter(F.col("op") == "PUT")  # a first load never decodes its DELETEs
-        ops = ("PUT",) if puts_only else ("PUT", "DELETE")
+        if len(ops) == 1:
+            rows = rows.filter(F.col("op") == ops[0])  # a first load never decodes its DELETEs
         changes = sum(self._counts.get((table, segment, op), 0) for op in ops)
         rows = rows.coalesce(decode_task_count(changes))  # never more than the key ranges
-        return decode_changes(
+        raw = decode_changes(
             rows, schema, self._zero_dates, self._tasks.tally(table), verify_checksums=self._verify_checksums
         )
+        return raw if decoded is None else decoded.unionByName(raw)
+
+    def cached_rows(self, table: int, segment: int, *, puts_only: bool) -> bool:
+        return puts_only and (table, segment) in self._eager.schemas
 
     def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
         """A small table's segment, decoded on the driver (`small_tables`); None for the others."""
         if self._fetched is None:
-            self._fetched = fetch_segments(self._collapsed, small_tables(self._counts))
+            eager = {table for table, _ in self._eager.schemas}
+            self._fetched = fetch_segments(
+                self._collapsed, [t for t in small_tables(self._counts) if t not in eager]
+            )
         if (table, segment) not in self._fetched:
             return None
         if (table, segment, puts_only) not in self._on_driver:
@@ -405,13 +432,17 @@ def events_by_key_range(
 
 
 def _match_and_collapse(
-    spark: SparkSession, scans: Sequence[ScanManifest], survey: RegionSurvey, plan: CollapsePlan
+    spark: SparkSession,
+    scans: Sequence[ScanManifest],
+    survey: RegionSurvey,
+    plan: CollapsePlan,
+    eager: EagerDecode | None = None,
 ) -> tuple[DataFrame, dict[tuple[int, int, str], int]]:
     """Collapsed changes (persisted) and their counts per (table, segment, op); raises on bad input."""
     from pyspark.sql import functions as F
 
     events = events_by_key_range(spark, scans, survey.event_counts, plan.windows, plan.old_values_of)
-    collapsed = kr.match_and_collapse(events, plan).persist()
+    collapsed = kr.match_and_collapse(events, plan, eager).persist()
     counts = {
         (r["table_idx"], r["segment"], r["op"]): r["count"]
         for r in collapsed.groupBy("table_idx", "segment", "op").count().collect()
