@@ -308,7 +308,7 @@ class DecodedKvChanges(RowChanges):
         self._collapsed = collapsed
         self._counts = counts
         self._eager = eager
-        self._zero_dates = eager.zero_dates or spark.sparkContext.accumulator(0)
+        self._zero_dates = spark.sparkContext.accumulator(0) if eager.zero_dates is None else eager.zero_dates
         self._tasks = tasks
         self._fetched: dict[tuple[int, int], pa.Table] | None = None  # small tables' changes, on first use
         self._on_driver: dict[tuple[int, int, bool], pa.Table] = {}
