@@ -126,13 +126,16 @@ class EagerDecode:
     def _with_columns(
         self, rows: pa.Table, target: pa.Schema, decoded: Mapping[tuple[int, int], pa.RecordBatch]
     ) -> pa.Table:
-        n = rows.num_rows
-        columns = list(rows.columns)
-        for (table, segment), schema in self.schemas.items():
-            have = decoded.get((table, segment))
-            for i, f in enumerate(nullable_output_schema(schema)):
-                columns.append(have.column(i) if have is not None else pa.nulls(n, f.type))
-        return pa.Table.from_arrays(columns, schema=target)
+        """`rows` with `target`'s decoded columns: those of `decoded`'s segments, NULL for the others."""
+        given = {
+            self.column(table, segment, i): column
+            for (table, segment), batch in decoded.items()
+            for i, column in enumerate(batch.columns)
+        }
+        added = (
+            given.get(f.name, pa.nulls(rows.num_rows, f.type)) for f in list(target)[len(COLLAPSED_ARROW) :]
+        )
+        return pa.Table.from_arrays([*rows.columns, *added], schema=target)
 
     def rows(self, collapsed: DataFrame, table: int, segment: int) -> DataFrame:
         """The segment's decoded PUTs, as `decode.decode_changes` gives them."""

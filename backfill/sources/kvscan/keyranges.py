@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.sources.kvscan.collapse import COLLAPSED_DDL, CollapsePlan, collapse_changes, match_errors
+from backfill.sources.kvscan.collapse import CollapsePlan, collapse_changes, match_errors
 from backfill.sources.kvscan.eager_decode import EagerDecode
 from backfill.sources.kvscan.matcher import (
     COMMITTED,
@@ -258,9 +258,8 @@ def match_and_collapse(events: DataFrame, plan: CollapsePlan, eager: EagerDecode
     per (table, row handle) with `collapse.collapse_changes`, and decode the PUTs of `eager`'s segments
     (`eager_decode`). Matcher errors come out as rows under table_idx `MATCH_ERRORS`, bad changes under
     `BAD_ROWS`."""
-    eager = eager or EagerDecode()
-    schema = eager.spark_schema() if eager.schemas else COLLAPSED_DDL
-    return events.mapInArrow(partial(_match_and_collapse, plan=plan, eager=eager), schema)
+    eager = EagerDecode() if eager is None else eager
+    return events.mapInArrow(partial(_match_and_collapse, plan=plan, eager=eager), eager.spark_schema())
 
 
 def _match_and_collapse(
