@@ -8,6 +8,7 @@ first byte's top bit is flipped so the bytes sort like the numbers.
 from __future__ import annotations
 
 import decimal
+import functools
 from decimal import Decimal
 
 from backfill.codec.errors import CodecError
@@ -62,29 +63,36 @@ def quantize(d: Decimal, precision: int, frac: int) -> Decimal:
 def encode_decimal_bin(value: Decimal, precision: int, frac: int) -> bytes:
     """decimal2bin of ``value`` (rounded to ``frac``) in DECIMAL(precision, frac)."""
     check_precision(precision, frac)
-    q = quantize(value, precision, frac)
-    negative = q.is_signed() and not q.is_zero()
-    unscaled = abs(int(q.scaleb(frac, context=_CTX)))
-    digits = str(unscaled).rjust(precision, "0")
-    if len(digits) > precision:
-        raise CodecError(f"decimal {value} does not fit DECIMAL({precision},{frac})")
+    return encode_quantized_bin(quantize(value, precision, frac), precision, frac)
+
+
+def encode_quantized_bin(q: Decimal, precision: int, frac: int) -> bytes:
+    """decimal2bin of a value `quantize` already gave for this (valid) precision and frac.
+
+    The words are cut from the unscaled integer with divmod, least significant first, into one integer
+    whose big-endian bytes are the result: the simulator encodes millions of these."""
+    groups, size = _word_layout(precision, frac)
+    unscaled = int(q.scaleb(frac, context=_CTX))
+    rest, packed, shift = abs(unscaled), 0, 0
+    for modulus, bits in groups:
+        rest, word = divmod(rest, modulus)
+        packed |= word << shift
+        shift += bits
+    if rest:
+        raise CodecError(f"decimal {q} does not fit DECIMAL({precision},{frac})")
+    if unscaled < 0:
+        packed ^= (1 << shift) - 1
+    return (packed ^ 1 << (shift - 1)).to_bytes(size, "big")
+
+
+@functools.cache
+def _word_layout(precision: int, frac: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """(10**digits, bits) per word, least significant first (the fraction's partial word, its full
+    words, the integer part's full words, its leading partial word), and the size in bytes."""
     intg = precision - frac
-    int_digits, frac_digits = digits[:intg], digits[intg:]
-    out = bytearray()
-    lead = intg % 9
-    if lead:
-        out += int(int_digits[:lead]).to_bytes(DIG2BYTES[lead], "big")
-    for i in range(lead, intg, 9):
-        out += int(int_digits[i : i + 9]).to_bytes(4, "big")
-    full = frac - frac % 9
-    for i in range(0, full, 9):
-        out += int(frac_digits[i : i + 9]).to_bytes(4, "big")
-    if frac % 9:
-        out += int(frac_digits[full:]).to_bytes(DIG2BYTES[frac % 9], "big")
-    if negative:
-        out = bytearray(b ^ 0xFF for b in out)
-    out[0] ^= 0x80
-    return bytes(out)
+    digits = [frac % 9] + [9] * (frac // 9) + [9] * (intg // 9) + [intg % 9]
+    groups = tuple((10**d, 8 * DIG2BYTES[d]) for d in digits if d)
+    return groups, decimal_bin_size(precision, frac)
 
 
 def decode_decimal_bin(buf: bytes, pos: int, precision: int, frac: int) -> tuple[Decimal, int]:

@@ -8,6 +8,7 @@ columns (origin default -> NULL if nullable -> ENUM first element -> zero value)
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -16,6 +17,7 @@ from typing import Any
 from backfill.codec import rowv1, rowv2
 from backfill.codec.errors import CodecError
 from backfill.codec.keys import RecordKey, decode_record_key, key_gives_value, needs_restored_data
+from backfill.codec.mydecimal import check_precision, encode_quantized_bin
 from backfill.codec.numbers import encode_cmp_float, encode_compact_int, encode_compact_uint
 from backfill.codec.schema import ROWID_NAME, UNSIGNED_STORED, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZERO_DATE, ZeroDate, fill_value, from_stored, int_bounds, to_stored
@@ -111,6 +113,14 @@ class _RowV2Encoder:
             return None if stored is None else rowv2.encode_cell(col, stored)
 
         handle = schema.handle_column
+        if handle is not None and handle.id == col.id and col.kind in (ColumnKind.INT, ColumnKind.UINT):
+            lo, hi = int_bounds(col)
+
+            def int_handle(value: Any) -> bytes | None | _Skip:
+                # The key holds it: TiDB never writes it in the value (_skipped_by_tidb), only checks it.
+                return _SKIP if type(value) is int and lo <= value <= hi else generic(value)
+
+            return int_handle
         if (handle is not None and handle.id == col.id) or any(
             c.id == col.id for c, _ in schema.common_handle
         ):
@@ -126,6 +136,10 @@ class _RowV2Encoder:
                     return null
                 if type(value) is int and lo <= value <= hi:
                     return compact(value)
+                if type(value) is Decimal and value.is_finite():  # BIGINT UNSIGNED's value domain
+                    whole = int(value)
+                    if whole == value and lo <= whole <= hi:
+                        return compact(whole)
                 return generic(value)
 
             return integer
@@ -152,14 +166,41 @@ class _RowV2Encoder:
 
             return double
 
+        if kind == ColumnKind.FLOAT32:
+
+            def single(value: Any) -> bytes | None | _Skip:
+                if value is None:
+                    return null
+                if type(value) is float:
+                    try:
+                        return encode_cmp_float(_F32.unpack(_F32.pack(value))[0])
+                    except OverflowError:
+                        pass  # the general path names the column
+                return generic(value)
+
+            return single
+
         def stored_cell(value: Any) -> bytes | None | _Skip:
             # Not a handle column, and a value given: TiDB writes it (_skipped_by_tidb is False).
             return null if value is None else rowv2.encode_cell(col, _stored(schema, col, value))
 
-        return stored_cell
+        def decimal(value: Any) -> bytes | None | _Skip:
+            if value is None:
+                return null
+            q, _, _ = _stored(schema, col, value)  # quantized: its words are cut without rounding again
+            return head + encode_quantized_bin(q, prec, frac)
+
+        cell = stored_cell
+        if kind in (ColumnKind.DECIMAL, ColumnKind.DECIMAL_STR) and _valid_precision(col):
+            prec, frac = col.decimal_precision
+            head = bytes([prec, frac])
+            cell = decimal
+        return _memoized(cell, _MEMO_KINDS[kind]) if kind in _MEMO_KINDS else cell
 
     def encode(self, values: Mapping[int, Any]) -> bytes:
-        cells, not_null, nulls = self.cells, [], []
+        cells: dict[int, CellEncoder] = self.cells
+        not_null: list[tuple[int, bytes]] = []
+        nulls: list[int] = []
         for cid, value in values.items():
             encode = cells.get(cid)
             if encode is None:
@@ -170,6 +211,49 @@ class _RowV2Encoder:
             elif not isinstance(cell, _Skip):
                 not_null.append((cid, cell))
         return rowv2.assemble_row_v2(not_null, nulls)
+
+
+# Kinds whose cells are dear to compute and whose values of one Python type encode the same whenever they
+# are equal: an UPDATE re-encodes every cell of its row, and most were written before.
+_MEMO_KINDS: dict[ColumnKind, type] = {
+    ColumnKind.DECIMAL: Decimal,
+    ColumnKind.DECIMAL_STR: str,
+    ColumnKind.JSON: str,
+    ColumnKind.ENUM: str,
+    ColumnKind.SET: str,
+    ColumnKind.TIME: str,
+}
+_MEMO_CELLS = 1 << 14  # per column; the memo starts over when full
+_F32 = struct.Struct("<f")
+
+
+def _memoized(encode: CellEncoder, key_type: type) -> CellEncoder:
+    """`encode`, remembering the cells of values of exactly `key_type` (a failure is not remembered)."""
+    memo: dict[Any, bytes | None | _Skip] = {}
+
+    def cell(value: Any) -> bytes | None | _Skip:
+        if type(value) is not key_type:
+            return encode(value)
+        try:
+            got = memo.get(value)
+        except TypeError:  # a signalling-NaN Decimal has no hash: the encoder says what is wrong with it
+            return encode(value)
+        if got is None:
+            got = encode(value)
+            if len(memo) >= _MEMO_CELLS:
+                memo.clear()
+            memo[value] = got
+        return got
+
+    return cell
+
+
+def _valid_precision(col: ColumnSchema) -> bool:
+    try:
+        check_precision(*col.decimal_precision)
+    except CodecError:
+        return False
+    return True
 
 
 _ENCODERS: dict[int, _RowV2Encoder] = {}

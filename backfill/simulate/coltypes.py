@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from typing import Any
@@ -234,69 +235,95 @@ def random_value(t: SqlType, rng: random.Random, *, nullable: bool) -> Any:
     """A random value of ``t`` in the codec's value domain (``ZERO_TIME`` stands for a zero date)."""
     if nullable and rng.random() < 0.08:
         return None
-    g = t.gen
-    if g == "int":
-        lo, hi = -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
-        r = rng.random()
-        if r < 0.05:
-            return lo if r < 0.025 else hi
-        return rng.randint(max(lo, -100_000), min(hi, 100_000))
-    if g == "uint":
-        hi = (1 << t.bits) - 1
-        v = hi if rng.random() < 0.05 else rng.randint(0, min(hi, 1_000_000))
-        return Decimal(v) if t.bits == 64 else v
-    if g == "float32":
-        return rng.randint(-80_000, 80_000) / 8
-    if g == "float64":
-        return rng.randint(-(10**12), 10**12) / 64
-    if g in ("decimal", "decimal_str"):
-        p, s = t.flen, t.decimal
-        digits = rng.randint(1, p)
-        unscaled = rng.randint(-(10**digits - 1), 10**digits - 1)
-        d = Decimal(f"{unscaled}e-{s}")  # exact, exponent -s (quantize would round to 28 digits)
-        return d if g == "decimal" else format(d, "f")
-    if g == "text":
-        return _text_value(rng, t.flen if t.flen > 0 else 24)
-    if g == "bytes":
-        return rng.randbytes(rng.randint(0, min(t.flen, 16)))
-    if g == "fixed_bytes":
-        return rng.randbytes(t.flen)
-    if g == "enum":
-        return rng.choice(t.elems)
-    if g == "set":
-        return ",".join(e for e in t.elems if rng.random() < 0.4)
-    if g == "bit":
-        return rng.getrandbits(t.flen).to_bytes((t.flen + 7) // 8, "big")
-    if g == "json":
-        obj: dict[str, object] = {"id": rng.randint(-1000, 10**6), "tag": rng.choice(_WORDS)}
-        if rng.random() < 0.5:
-            obj["tags"] = [rng.choice(_WORDS) for _ in range(rng.randint(0, 3))]
-        if rng.random() < 0.3:
-            obj["ok"] = rng.random() < 0.5
-        if rng.random() < 0.2:
-            obj["nested"] = {"n": None, "v": rng.randint(0, 9)}
-        return json_text(obj)
-    if g == "date":
-        if nullable and rng.random() < 0.03:
-            return ZERO_TIME
-        return dt.date(1990, 1, 1) + dt.timedelta(days=rng.randint(0, 15_000))
-    if g == "datetime":
-        if nullable and rng.random() < 0.03:
-            return ZERO_TIME
-        base = dt.datetime(1995, 1, 1) + dt.timedelta(seconds=rng.randint(0, 1_000_000_000))
-        return base.replace(microsecond=_micro(rng, t.decimal))
-    if g == "timestamp":
-        base = dt.datetime(1971, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 2_000_000_000))
-        return base.replace(microsecond=_micro(rng, t.decimal))
-    if g == "time":
-        unit = 10 ** (9 - t.decimal)
-        ns = rng.randint(-838 * 3600 + 1, 838 * 3600 - 1) * 1_000_000_000 + rng.randrange(0, 10**9, unit)
-        if rng.random() < 0.5:  # mostly times of day
-            ns = rng.randint(0, 86_399) * 1_000_000_000 + rng.randrange(0, 10**9, unit)
-        return time_text(ns, t.decimal)
-    if g == "year":
-        return rng.randint(1901, 2155)
-    raise ValueError(f"no generator {g!r}")
+    draw = _DRAWS.get(t.gen)
+    if draw is None:
+        raise ValueError(f"no generator {t.gen!r}")
+    return draw(t, rng, nullable)
+
+
+# One function per generator, looked up once a value: a workload draws millions of values.
+Draw = Callable[[SqlType, random.Random, bool], Any]
+
+
+def _int(t: SqlType, rng: random.Random, nullable: bool) -> int:
+    lo, hi = -(1 << (t.bits - 1)), (1 << (t.bits - 1)) - 1
+    r = rng.random()
+    if r < 0.05:
+        return lo if r < 0.025 else hi
+    return rng.randint(max(lo, -100_000), min(hi, 100_000))
+
+
+def _uint(t: SqlType, rng: random.Random, nullable: bool) -> int | Decimal:
+    hi = (1 << t.bits) - 1
+    v = hi if rng.random() < 0.05 else rng.randint(0, min(hi, 1_000_000))
+    return Decimal(v) if t.bits == 64 else v
+
+
+def _decimal(t: SqlType, rng: random.Random, nullable: bool) -> Decimal | str:
+    p, s = t.flen, t.decimal
+    digits = rng.randint(1, p)
+    unscaled = rng.randint(-(10**digits - 1), 10**digits - 1)
+    d = Decimal(f"{unscaled}e-{s}")  # exact, exponent -s (quantize would round to 28 digits)
+    return d if t.gen == "decimal" else format(d, "f")
+
+
+def _json(t: SqlType, rng: random.Random, nullable: bool) -> str:
+    obj: dict[str, object] = {"id": rng.randint(-1000, 10**6), "tag": rng.choice(_WORDS)}
+    if rng.random() < 0.5:
+        obj["tags"] = [rng.choice(_WORDS) for _ in range(rng.randint(0, 3))]
+    if rng.random() < 0.3:
+        obj["ok"] = rng.random() < 0.5
+    if rng.random() < 0.2:
+        obj["nested"] = {"n": None, "v": rng.randint(0, 9)}
+    return json_text(obj)
+
+
+def _date(t: SqlType, rng: random.Random, nullable: bool) -> Any:
+    if nullable and rng.random() < 0.03:
+        return ZERO_TIME
+    return dt.date(1990, 1, 1) + dt.timedelta(days=rng.randint(0, 15_000))
+
+
+def _datetime(t: SqlType, rng: random.Random, nullable: bool) -> Any:
+    if nullable and rng.random() < 0.03:
+        return ZERO_TIME
+    base = dt.datetime(1995, 1, 1) + dt.timedelta(seconds=rng.randint(0, 1_000_000_000))
+    return base.replace(microsecond=_micro(rng, t.decimal))
+
+
+def _timestamp(t: SqlType, rng: random.Random, nullable: bool) -> dt.datetime:
+    base = dt.datetime(1971, 1, 1, tzinfo=UTC) + dt.timedelta(seconds=rng.randint(0, 2_000_000_000))
+    return base.replace(microsecond=_micro(rng, t.decimal))
+
+
+def _time(t: SqlType, rng: random.Random, nullable: bool) -> str:
+    unit = 10 ** (9 - t.decimal)
+    ns = rng.randint(-838 * 3600 + 1, 838 * 3600 - 1) * 1_000_000_000 + rng.randrange(0, 10**9, unit)
+    if rng.random() < 0.5:  # mostly times of day
+        ns = rng.randint(0, 86_399) * 1_000_000_000 + rng.randrange(0, 10**9, unit)
+    return time_text(ns, t.decimal)
+
+
+_DRAWS: dict[str, Draw] = {
+    "int": _int,
+    "uint": _uint,
+    "float32": lambda t, rng, nullable: rng.randint(-80_000, 80_000) / 8,
+    "float64": lambda t, rng, nullable: rng.randint(-(10**12), 10**12) / 64,
+    "decimal": _decimal,
+    "decimal_str": _decimal,
+    "text": lambda t, rng, nullable: _text_value(rng, t.flen if t.flen > 0 else 24),
+    "bytes": lambda t, rng, nullable: rng.randbytes(rng.randint(0, min(t.flen, 16))),
+    "fixed_bytes": lambda t, rng, nullable: rng.randbytes(t.flen),
+    "enum": lambda t, rng, nullable: rng.choice(t.elems),
+    "set": lambda t, rng, nullable: ",".join(e for e in t.elems if rng.random() < 0.4),
+    "bit": lambda t, rng, nullable: rng.getrandbits(t.flen).to_bytes((t.flen + 7) // 8, "big"),
+    "json": _json,
+    "date": _date,
+    "datetime": _datetime,
+    "timestamp": _timestamp,
+    "time": _time,
+    "year": lambda t, rng, nullable: rng.randint(1901, 2155),
+}
 
 
 def default_text(t: SqlType, value: Any) -> str | None:

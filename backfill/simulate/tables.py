@@ -175,15 +175,15 @@ class TableVersion:
 
     # ------------------------------------------------------------ shape
 
-    @property
+    @cached_property
     def public(self) -> tuple[ColumnDef, ...]:
         return tuple(c for c in self.columns if c.state == PUBLIC)
 
-    @property
+    @cached_property
     def pk_columns(self) -> tuple[ColumnDef, ...]:
         return tuple(c for c in self.columns if c.pk)
 
-    @property
+    @cached_property
     def physical_ids(self) -> tuple[int, ...]:
         return tuple(d.id for d in self.partition.defs) if self.partition else (self.table_id,)
 
