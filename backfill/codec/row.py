@@ -8,7 +8,6 @@ columns (origin default -> NULL if nullable -> ENUM first element -> zero value)
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -20,7 +19,15 @@ from backfill.codec.keys import RecordKey, decode_record_key, key_gives_value, n
 from backfill.codec.mydecimal import check_precision, encode_quantized_bin
 from backfill.codec.numbers import encode_cmp_float, encode_compact_int, encode_compact_uint
 from backfill.codec.schema import ROWID_NAME, UNSIGNED_STORED, ColumnKind, ColumnSchema, TableSchema
-from backfill.codec.values import ZERO_DATE, ZeroDate, fill_value, from_stored, int_bounds, to_stored
+from backfill.codec.values import (
+    ZERO_DATE,
+    ZeroDate,
+    fill_value,
+    from_stored,
+    int_bounds,
+    to_float32,
+    to_stored,
+)
 
 
 @dataclass
@@ -173,7 +180,7 @@ class _RowV2Encoder:
                     return null
                 if type(value) is float:
                     try:
-                        return encode_cmp_float(_F32.unpack(_F32.pack(value))[0])
+                        return encode_cmp_float(to_float32(value))
                     except OverflowError:
                         pass  # the general path names the column
                 return generic(value)
@@ -184,18 +191,18 @@ class _RowV2Encoder:
             # Not a handle column, and a value given: TiDB writes it (_skipped_by_tidb is False).
             return null if value is None else rowv2.encode_cell(col, _stored(schema, col, value))
 
-        def decimal(value: Any) -> bytes | None | _Skip:
-            if value is None:
-                return null
-            q, _, _ = _stored(schema, col, value)  # quantized: its words are cut without rounding again
-            return head + encode_quantized_bin(q, prec, frac)
-
-        cell = stored_cell
         if kind in (ColumnKind.DECIMAL, ColumnKind.DECIMAL_STR) and _valid_precision(col):
             prec, frac = col.decimal_precision
             head = bytes([prec, frac])
-            cell = decimal
-        return _memoized(cell, _MEMO_KINDS[kind]) if kind in _MEMO_KINDS else cell
+
+            def decimal(value: Any) -> bytes | None | _Skip:
+                if value is None:
+                    return null
+                q, _, _ = _stored(schema, col, value)  # quantized: its words are cut without rounding again
+                return head + encode_quantized_bin(q, prec, frac)
+
+            return _memoized(decimal, _MEMO_KINDS[kind])
+        return _memoized(stored_cell, _MEMO_KINDS[kind]) if kind in _MEMO_KINDS else stored_cell
 
     def encode(self, values: Mapping[int, Any]) -> bytes:
         cells: dict[int, CellEncoder] = self.cells
@@ -224,7 +231,6 @@ _MEMO_KINDS: dict[ColumnKind, type] = {
     ColumnKind.TIME: str,
 }
 _MEMO_CELLS = 1 << 14  # per column; the memo starts over when full
-_F32 = struct.Struct("<f")
 
 
 def _memoized(encode: CellEncoder, key_type: type) -> CellEncoder:

@@ -41,6 +41,11 @@ def _as_int(col: ColumnSchema, value: Any) -> int:
     return int(value)
 
 
+def to_float32(f: float) -> float:
+    """``f`` rounded to the nearest FLOAT (single precision); OverflowError beyond its range."""
+    return float(_F32.unpack(_F32.pack(f))[0])
+
+
 def int_bounds(col: ColumnSchema) -> tuple[int, int]:
     """Value range of an integer column (MySQL type and signedness; YEAR is 0 or 1901..2155)."""
     if col.kind == K.YEAR:
@@ -68,7 +73,7 @@ def to_stored(col: ColumnSchema, value: Any) -> Any:
         f = float(value)
         if kind == K.FLOAT32:
             try:
-                f = _F32.unpack(_F32.pack(f))[0]
+                f = to_float32(f)
             except OverflowError as e:
                 raise CodecError(f"{value} out of FLOAT range", column=col.name) from e
         return f

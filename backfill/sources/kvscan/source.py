@@ -304,7 +304,6 @@ class DecodedKvChanges(RowChanges):
     ) -> None:
         self._spark = spark
         self._window = window
-        self._verify_checksums = eager.verify_checksums
         self._collapsed = collapsed
         self._counts = counts
         self._eager = eager
@@ -338,7 +337,11 @@ class DecodedKvChanges(RowChanges):
         changes = sum(self._counts.get((table, segment, op), 0) for op in ops)
         rows = rows.coalesce(decode_task_count(changes))  # never more than the key ranges
         raw = decode_changes(
-            rows, schema, self._zero_dates, self._tasks.tally(table), verify_checksums=self._verify_checksums
+            rows,
+            schema,
+            self._zero_dates,
+            self._tasks.tally(table),
+            verify_checksums=self._eager.verify_checksums,
         )
         return raw if decoded is None else decoded.unionByName(raw)
 
@@ -359,7 +362,7 @@ class DecodedKvChanges(RowChanges):
             assert schema is not None, "a segment without a table has no rows"
             decoded, zeros = decode_on_driver(
                 self._fetched[(table, segment)], schema, puts_only=puts_only,
-                verify_checksums=self._verify_checksums,
+                verify_checksums=self._eager.verify_checksums,
             )  # fmt: skip
             self._zero_dates.add(zeros)
             self._on_driver[(table, segment, puts_only)] = decoded
