@@ -22,7 +22,10 @@ T = TypeVar("T")
 
 app = typer.Typer(
     name="backfill",
-    help="Turn TiDB change data (TiKV incremental-scan captures) into Delta Lake tables.",
+    help=(
+        "Turn TiDB change data (TiKV incremental-scan captures, TiCDC's storage sink or its Kafka topics) "
+        "into Delta Lake tables."
+    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -48,7 +51,7 @@ def run(
     log_format: LogFormatOption = "text",
     progress_interval: IntervalOption = DEFAULT_INTERVAL,
 ) -> int:
-    """Apply every complete capture past each table's checkpoint, up to the global resolved ts."""
+    """Apply the source's complete changes past each table's checkpoint, up to the global resolved ts."""
     from backfill.run import run_backfill
 
     configure_output(quiet, log_format, progress_interval)
@@ -62,7 +65,7 @@ def run(
 
 @app.command(epilog="Example: `backfill status --config conf/prod.toml --json`")
 def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
-    """Show each target table's checkpoint ts (and its UTC time) and its lag behind the newest capture."""
+    """Show each target table's checkpoint ts (and its UTC time) and its lag behind the newest ts the source holds."""
     from backfill.status import table_status
 
     settings = load_config(config)
