@@ -16,12 +16,21 @@ Per region stream (reference/tidb-kv-formats.md §1.4, tiflow `cdc/kv/matcher.go
   it may follow.
 Commits at or below the stream's checkpoint are stale and dropped. Unmatched prewrites (open locks) are
 discarded at the end: the next capture's incremental scan re-emits the locks that still exist.
+
+`match_stream` replays a stream event by event. `match_stream_arrays` gives the same result faster: a
+lock (start_ts, key) whose events are a common story (a prewrite and its commit or rollback, a commit
+the scan already delivered, a lone prewrite: `_common_locks`) is matched with numpy, and only the other
+locks and the keyless events go through the loop. Locks are independent of each other; what they share
+(INITIALIZED, the resolved ts) the loop still sees whole. Any error sends the whole stream through the
+loop, which names the first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tidelake.errors import InputError
 
@@ -101,9 +110,11 @@ class StreamColumns:
 
 @dataclass
 class MatchResult:
-    """Matches as (commit event, prewrite event) index pairs; a COMMITTED event is its own prewrite."""
+    """Matches as (commit event, prewrite event) index pairs; a COMMITTED event is its own prewrite.
+    `emitted_at` holds, per match, the event being read when it was made (a cached commit: INITIALIZED)."""
 
     matches: list[tuple[int, int]] = field(default_factory=list)
+    emitted_at: list[int] = field(default_factory=list)
     initialized: bool = False
     resolved_ts: int | None = None
     open_locks: int = 0
@@ -130,8 +141,9 @@ def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where:
             f"start_ts {starts[i]}, commit_ts {commits[i]}: {what}"
         )
 
-    def emit(i: int, p: int) -> None:
-        """Record commit event i with its prewrite p, unless stale; check the op and the value."""
+    def emit(i: int, p: int, at: int) -> None:
+        """Record commit event i with its prewrite p (read at event `at`), unless stale; check the op and
+        the value."""
         commit_ts = commits[i]
         if commit_ts is None:
             raise error(i, f"{cols.describe(i)[1]} event without commit_ts")
@@ -149,6 +161,7 @@ def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where:
         if op == _PUT and not has_value[p]:
             raise error(i, "PUT with an empty value (its prewrite carried no row)")
         result.matches.append((i, p))
+        result.emitted_at.append(at)
 
     def slot(i: int) -> tuple[int | None, Hashable]:
         if starts[i] is None or keys[i] is None:
@@ -177,13 +190,13 @@ def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where:
         elif kind == _COMMIT:
             p = take(i, initialized)
             if p is not None:
-                emit(i, p)
+                emit(i, p, i)
             elif not initialized:
                 cached_commits.append(i)
             else:
                 raise error(i, "commit without a prewrite after INITIALIZED")
         elif kind == _COMMITTED:
-            emit(i, i)
+            emit(i, i, i)
         elif kind == _ROLLBACK:
             if initialized:
                 unmatched.pop(slot(i), None)
@@ -194,7 +207,7 @@ def match_stream(cols: StreamColumns, region_id: int, checkpoint_ts: int, where:
             for c in cached_commits:
                 p = take(c, True)
                 if p is not None and (has_value[p] or ops[p] == _DELETE):
-                    emit(c, p)
+                    emit(c, p, i)
                 else:
                     # No prewrite, or only a fake one (a lock rewrite seen before the scan reached the key):
                     # the commit predates the snapshot, so the scan delivered it as COMMITTED, with its value.
@@ -221,20 +234,10 @@ def match_events(
     events: Sequence[StreamEvent], region_id: int, checkpoint_ts: int, where: str = ""
 ) -> tuple[list[RowChange], MatchResult]:
     """The matcher over event objects (tests, small streams): the changes and the stream's outcome."""
-    cols = StreamColumns(
-        type=[code(e.type, EVENT_TYPES) for e in events],
-        start_ts=[e.start_ts for e in events],
-        commit_ts=[e.commit_ts for e in events],
-        op_type=[code(e.op_type, ROW_OPS) for e in events],
-        key=[e.key for e in events],
-        has_value=[bool(e.value) for e in events],
-        generation=[e.generation or 0 for e in events],
-        resolved_ts=[e.resolved_ts for e in events],
-        describe=lambda i: (events[i].seq, events[i].type, events[i].op_type, events[i].key),
-    )
-    result = match_stream(cols, region_id, checkpoint_ts, where)
+    codes: dict[bytes, int] = {}
+    found = match_stream_arrays(stream_arrays(events, codes), region_id, checkpoint_ts, where)
     changes = []
-    for i, p in result.matches:
+    for i, p in zip(found.commits.tolist(), found.prewrites.tolist(), strict=True):
         commit, prewrite = events[i], events[p]
         op = prewrite.op_type or ""
         value = (prewrite.value or b"") if op == "PUT" else b""
@@ -243,4 +246,206 @@ def match_events(
                 commit.key or b"", op, value, commit.start_ts or 0, commit.commit_ts or 0, prewrite.old_value
             )
         )
-    return changes, result
+    found.outcome.matches = list(zip(found.commits.tolist(), found.prewrites.tolist(), strict=True))
+    return changes, found.outcome
+
+
+def stream_arrays(events: Sequence[StreamEvent], key_codes: dict[bytes, int]) -> StreamArrays:
+    """Event objects as `StreamArrays`, keys coded through `key_codes` (filled as new keys appear)."""
+
+    def ints(values: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.array([v or 0 for v in values], dtype=np.int64),
+            np.array([v is None for v in values], dtype=bool),
+        )
+
+    start, start_null = ints([e.start_ts for e in events])
+    commit, commit_null = ints([e.commit_ts for e in events])
+    resolved, resolved_null = ints([e.resolved_ts for e in events])
+    keys = [-1 if e.key is None else key_codes.setdefault(e.key, len(key_codes)) for e in events]
+    return StreamArrays(
+        type=np.array([code(e.type, EVENT_TYPES) for e in events], dtype=np.int64),
+        start_ts=start,
+        start_ts_null=start_null,
+        commit_ts=commit,
+        commit_ts_null=commit_null,
+        op_type=np.array([code(e.op_type, ROW_OPS) for e in events], dtype=np.int64),
+        key=np.array(keys, dtype=np.int64),
+        has_value=np.array([bool(e.value) for e in events], dtype=bool),
+        generation=np.array([e.generation or 0 for e in events], dtype=np.int64),
+        resolved_ts=resolved,
+        resolved_ts_null=resolved_null,
+        describe=lambda i: (events[i].seq, events[i].type, events[i].op_type, events[i].key),
+    )
+
+
+@dataclass(frozen=True)
+class StreamArrays:
+    """One region stream in seq order as numpy arrays (codes as in `StreamColumns`); a nullable column
+    comes with its null mask. `key` holds non-negative codes, -1 for a missing key."""
+
+    type: np.ndarray
+    start_ts: np.ndarray
+    start_ts_null: np.ndarray
+    commit_ts: np.ndarray
+    commit_ts_null: np.ndarray
+    op_type: np.ndarray
+    key: np.ndarray
+    has_value: np.ndarray
+    generation: np.ndarray
+    resolved_ts: np.ndarray
+    resolved_ts_null: np.ndarray
+    describe: Callable[[int], tuple[int, str | None, str | None, bytes | None]]
+
+    def columns(self, rows: np.ndarray) -> StreamColumns:
+        """The events at `rows` (positions, ascending) as the loop's columns."""
+        key = self.key[rows].tolist()
+        for i in np.flatnonzero(self.key[rows] < 0).tolist():
+            key[i] = None
+        return StreamColumns(
+            type=self.type[rows].tolist(),
+            start_ts=_nullable(self.start_ts, self.start_ts_null, rows),
+            commit_ts=_nullable(self.commit_ts, self.commit_ts_null, rows),
+            op_type=self.op_type[rows].tolist(),
+            key=key,
+            has_value=self.has_value[rows].tolist(),
+            generation=self.generation[rows].tolist(),
+            resolved_ts=_nullable(self.resolved_ts, self.resolved_ts_null, rows),
+            describe=lambda i: self.describe(int(rows[i])),
+        )
+
+
+def _nullable(values: np.ndarray, null: np.ndarray, rows: np.ndarray) -> list[int | None]:
+    out: list[int | None] = values[rows].tolist()
+    for i in np.flatnonzero(null[rows]).tolist():
+        out[i] = None
+    return out
+
+
+@dataclass(frozen=True)
+class StreamMatches:
+    """A stream's matches as event positions, in the order `match_stream` emits them, and the stream's
+    state at its end."""
+
+    commits: np.ndarray
+    prewrites: np.ndarray
+    outcome: MatchResult  # initialized, resolved ts, open locks, stale and dropped commits
+
+
+@dataclass(frozen=True)
+class _CommonLocks:
+    commits: np.ndarray
+    prewrites: np.ndarray
+    emitted_at: np.ndarray  # the event the loop would be reading when it makes each match
+    stale: int
+    dropped: int
+    open_locks: int
+    rest: np.ndarray  # positions of the events the loop must replay
+
+
+def match_stream_arrays(
+    arrays: StreamArrays, region_id: int, checkpoint_ts: int, where: str = ""
+) -> StreamMatches:
+    """`match_stream`'s result for the stream, the common locks matched without the loop (see the module
+    docstring); raises MatchError with the message `match_stream` gives."""
+    common = _common_locks(arrays, checkpoint_ts)
+    if common is not None:
+        try:
+            rest = match_stream(arrays.columns(common.rest), region_id, checkpoint_ts, where)
+        except MatchError:
+            pass  # the whole stream names the first error
+        else:
+            pairs = common.rest[np.asarray(rest.matches, dtype=np.int64).reshape(-1, 2)]
+            emitted = np.concatenate(
+                [common.rest[np.asarray(rest.emitted_at, dtype=np.int64)], common.emitted_at]
+            )
+            commits = np.concatenate([pairs[:, 0], common.commits])
+            prewrites = np.concatenate([pairs[:, 1], common.prewrites])
+            order = np.lexsort((commits, emitted))  # cached commits leave at INITIALIZED in their order
+            rest.open_locks += common.open_locks
+            rest.stale_commits += common.stale
+            rest.dropped_commits += common.dropped
+            rest.matches, rest.emitted_at = [], []
+            return StreamMatches(commits[order], prewrites[order], rest)
+    outcome = match_stream(arrays.columns(np.arange(len(arrays.type))), region_id, checkpoint_ts, where)
+    pairs = np.asarray(outcome.matches, dtype=np.int64).reshape(-1, 2)
+    outcome.matches, outcome.emitted_at = [], []
+    return StreamMatches(pairs[:, 0], pairs[:, 1], outcome)
+
+
+def _common_locks(a: StreamArrays, checkpoint_ts: int) -> _CommonLocks | None:
+    """Match the locks whose events tell a common story, as the loop would (I: the first INITIALIZED):
+
+    - PREWRITE, COMMIT: matched when the commit is read, if after I or the prewrite has a value and no
+      generation above 0; else at I, if there is one and the prewrite has a value or is a DELETE;
+    - COMMIT, PREWRITE, both before I: matched at I, if the prewrite has a value or is a DELETE;
+    - COMMIT alone before I: dropped at I (the scan delivered it);
+    - PREWRITE, ROLLBACK with the rollback after I, or before it when there is one: nothing;
+    - PREWRITE alone: an open lock.
+
+    None when one of their commits breaks a rule `emit` checks (or a lock event lacks its start_ts or
+    key), so that the loop reports it. The other locks' events, and the keyless ones, are `rest`.
+    """
+    kinds = a.type
+    n = len(kinds)
+    slotted = np.flatnonzero((kinds == _PREWRITE) | (kinds == _COMMIT) | (kinds == _ROLLBACK))
+    if a.start_ts_null[slotted].any() or (a.key[slotted] < 0).any():
+        return None
+    initialized = np.flatnonzero(kinds == _INITIALIZED)
+    at_init = int(initialized[0]) if len(initialized) else n
+    has_init = at_init < n
+    rows = slotted[np.lexsort((slotted, a.key[slotted], a.start_ts[slotted]))]  # by lock, then seq
+    start, key = a.start_ts[rows], a.key[rows]
+    head = np.ones(len(rows), dtype=bool)
+    head[1:] = (start[1:] != start[:-1]) | (key[1:] != key[:-1])
+    heads = np.flatnonzero(head)
+    size = np.diff(np.append(heads, len(rows)))
+    x = rows[heads]  # a lock's first event
+    y = rows[np.minimum(heads + 1, max(len(rows) - 1, 0))]  # its second, where size == 2
+    kx, ky = kinds[x], kinds[y]
+    two = size == 2
+    early = y < at_init  # the second event comes before INITIALIZED
+    pc_ = two & (kx == _PREWRITE) & (ky == _COMMIT)
+    at_once = pc_ & (~early | (a.has_value[x] & (a.generation[x] <= 0)))
+
+    def row_or_delete(p: np.ndarray) -> np.ndarray:
+        return a.has_value[p] | (a.op_type[p] == _DELETE)
+
+    pc_at_init = pc_ & ~at_once & has_init & row_or_delete(x)
+    cp_at_init = two & (kx == _COMMIT) & (ky == _PREWRITE) & early & has_init & row_or_delete(y)
+    rolled_back = two & (kx == _PREWRITE) & (ky == _ROLLBACK) & (~early | has_init)
+    lone = (size == 1) & (kx == _PREWRITE)
+    dropped = (size == 1) & (kx == _COMMIT) & (x < at_init) & has_init
+    matched = at_once | pc_at_init | cp_at_init
+    common = matched | rolled_back | lone | dropped
+    rest = np.ones(n, dtype=bool)
+    rest[rows[np.repeat(common, size)]] = False
+    c = np.where(cp_at_init, x, y)[matched]
+    p = np.where(cp_at_init, y, x)[matched]
+    emitted_at = np.where(at_once, y, at_init)[matched]
+    # emit()'s checks, in its order: a stale commit skips the later ones.
+    if a.commit_ts_null[c].any():
+        return None
+    commit_ts = a.commit_ts[c]
+    if (commit_ts <= a.start_ts[c]).any():
+        return None
+    fresh = commit_ts > checkpoint_ts
+    resolved_at = np.flatnonzero((kinds == _RESOLVED) & ~a.resolved_ts_null)
+    resolved_at = resolved_at[resolved_at > at_init]  # the loop ignores RESOLVED before INITIALIZED
+    if len(resolved_at):
+        latest = np.searchsorted(resolved_at, emitted_at) - 1  # the last RESOLVED read before the match
+        resolved = a.resolved_ts[resolved_at[np.maximum(latest, 0)]]
+        if (fresh & (latest >= 0) & (commit_ts <= resolved)).any():
+            return None
+    op = a.op_type[p]
+    if (fresh & ((op < 0) | ((op == _PUT) & ~a.has_value[p]))).any():
+        return None
+    return _CommonLocks(
+        c[fresh],
+        p[fresh],
+        emitted_at[fresh],
+        int((~fresh).sum()),
+        int(dropped.sum()),
+        int(lone.sum()),
+        np.flatnonzero(rest),
+    )
