@@ -392,8 +392,8 @@ def _common_locks(a: StreamArrays, checkpoint_ts: int) -> _CommonLocks | None:
     if a.start_ts_null[slotted].any() or (a.key[slotted] < 0).any():
         return None
     initialized = np.flatnonzero(kinds == _INITIALIZED)
-    at_init = int(initialized[0]) if len(initialized) else n
-    has_init = at_init < n
+    first_init = int(initialized[0]) if len(initialized) else n
+    has_init = first_init < n
     rows = slotted[np.lexsort((slotted, a.key[slotted], a.start_ts[slotted]))]  # by lock, then seq
     start, key = a.start_ts[rows], a.key[rows]
     head = np.ones(len(rows), dtype=bool)
@@ -404,25 +404,26 @@ def _common_locks(a: StreamArrays, checkpoint_ts: int) -> _CommonLocks | None:
     y = rows[np.minimum(heads + 1, max(len(rows) - 1, 0))]  # its second, where size == 2
     kx, ky = kinds[x], kinds[y]
     two = size == 2
-    early = y < at_init  # the second event comes before INITIALIZED
-    pc_ = two & (kx == _PREWRITE) & (ky == _COMMIT)
-    at_once = pc_ & (~early | (a.has_value[x] & (a.generation[x] <= 0)))
+    early = y < first_init  # the second event comes before INITIALIZED
+    prewrite_commit = two & (kx == _PREWRITE) & (ky == _COMMIT)
+    at_once = prewrite_commit & (~early | (a.has_value[x] & (a.generation[x] <= 0)))  # matched when read
 
     def row_or_delete(p: np.ndarray) -> np.ndarray:
         return a.has_value[p] | (a.op_type[p] == _DELETE)
 
-    pc_at_init = pc_ & ~at_once & has_init & row_or_delete(x)
-    cp_at_init = two & (kx == _COMMIT) & (ky == _PREWRITE) & early & has_init & row_or_delete(y)
+    # The commits cached before INITIALIZED and matched there:
+    cached_prewrite_commit = prewrite_commit & ~at_once & has_init & row_or_delete(x)
+    cached_commit_prewrite = two & (kx == _COMMIT) & (ky == _PREWRITE) & early & has_init & row_or_delete(y)
     rolled_back = two & (kx == _PREWRITE) & (ky == _ROLLBACK) & (~early | has_init)
     lone = (size == 1) & (kx == _PREWRITE)
-    dropped = (size == 1) & (kx == _COMMIT) & (x < at_init) & has_init
-    matched = at_once | pc_at_init | cp_at_init
+    dropped = (size == 1) & (kx == _COMMIT) & (x < first_init) & has_init
+    matched = at_once | cached_prewrite_commit | cached_commit_prewrite
     common = matched | rolled_back | lone | dropped
     rest = np.ones(n, dtype=bool)
     rest[rows[np.repeat(common, size)]] = False
-    c = np.where(cp_at_init, x, y)[matched]
-    p = np.where(cp_at_init, y, x)[matched]
-    emitted_at = np.where(at_once, y, at_init)[matched]
+    c = np.where(cached_commit_prewrite, x, y)[matched]
+    p = np.where(cached_commit_prewrite, y, x)[matched]
+    emitted_at = np.where(at_once, y, first_init)[matched]
     # emit()'s checks, in its order: a stale commit skips the later ones.
     if a.commit_ts_null[c].any():
         return None
@@ -431,7 +432,7 @@ def _common_locks(a: StreamArrays, checkpoint_ts: int) -> _CommonLocks | None:
         return None
     fresh = commit_ts > checkpoint_ts
     resolved_at = np.flatnonzero((kinds == _RESOLVED) & ~a.resolved_ts_null)
-    resolved_at = resolved_at[resolved_at > at_init]  # the loop ignores RESOLVED before INITIALIZED
+    resolved_at = resolved_at[resolved_at > first_init]  # the loop ignores RESOLVED before INITIALIZED
     if len(resolved_at):
         latest = np.searchsorted(resolved_at, emitted_at) - 1  # the last RESOLVED read before the match
         resolved = a.resolved_ts[resolved_at[np.maximum(latest, 0)]]
