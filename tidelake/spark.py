@@ -172,6 +172,10 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
         # Arrow batches to and from Python workers (mapInArrow) of 50,000 rows, not 10,000, and at most
         # 64 MiB: bench/backfill.py at 5M events, alternating, 47.1/44.5 -> 40.3/38.2 s (match+collapse
         # 23.4/23.8 -> 20.4/20.5 s, decode 7.0/6.8 -> 5.3/5.0 s).
+        # The byte cap has a price: unless it is Int.MaxValue, Spark 4.0.1 sizes the batch after every row
+        # (BatchedPythonArrowInput), walking the input struct's children: about a tenth of the executor's JVM
+        # samples in a profile of one run, 25.1 -> 23.3 s best of 3 without it. Kept: a batch of big rows (TiDB allows
+        # entries of 120 MiB) would outgrow Arrow's 2 GiB vectors and the JVM's memory.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
         "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
         # PySpark's DataFrame debugging records the Python call site of every `functions` call (a stack
