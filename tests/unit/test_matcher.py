@@ -249,19 +249,24 @@ def test_common_locks_match_as_the_loop_does(events: list[StreamEvent], checkpoi
 
 
 def test_common_locks_skip_the_loop() -> None:
-    """Locks of a prewrite and its commit (or rollback) after INITIALIZED, and lone prewrites, never reach
-    the loop: only the keyless events and the other locks do."""
+    """Common locks (here a prewrite and its commit or rollback, a lone prewrite) never reach the loop: only
+    the keyless events and the other locks do."""
     stream = (
         Stream().prewrite(5).init().prewrite(10, key=K2).resolved(9).commit(5, 11).commit(10, 12, key=K2)
         .prewrite(13).rollback(13).prewrite(14, key=K2).commit(15, 16)  # the last: a commit without prewrite
     )  # fmt: skip
-    codes: dict[bytes, int] = {}
-    arrays = stream_arrays(stream.events, codes)
-    common = _common_locks(arrays, 0)
-    assert common is not None
-    assert common.rest.tolist() == [1, 3, 9]  # INITIALIZED, RESOLVED, the commit without its prewrite
-    assert common.commits.tolist() == [4, 5] and common.prewrites.tolist() == [0, 2]
-    assert common.open_locks == 1
+    common = _common_locks(stream_arrays(stream.events, {}), 0)
+    found = common and (
+        common.rest.tolist(),
+        common.commits.tolist(),
+        common.prewrites.tolist(),
+        common.open_locks,
+    )
+    # The loop gets INITIALIZED, RESOLVED and the commit without its prewrite; K2's prewrite at 14 stays open.
+    assert found == ([1, 3, 9], [4, 5], [0, 2], 1)
+    # A common lock that breaks a rule leaves the whole stream to the loop, which names the error.
+    broken = Stream().init().prewrite(10, value=b"").commit(10, 11)
+    assert _common_locks(stream_arrays(broken.events, {}), 0) is None
 
 
 def test_cached_commits_leave_at_initialized_in_their_order_whichever_path_matches_them() -> None:
@@ -273,7 +278,7 @@ def test_cached_commits_leave_at_initialized_in_their_order_whichever_path_match
     out, _ = run(stream)
     assert [(c.key, c.value) for c in out] == [(K1, b"a"), (K2, b"b")]
     common = _common_locks(stream_arrays(stream.events, {}), 0)
-    assert common is not None and common.rest.tolist() == [1, 3, 4, 5]
+    assert (common and common.rest.tolist()) == [1, 3, 4, 5]
 
 
 def test_a_commit_taken_before_initialized_leaves_before_the_cached_ones() -> None:

@@ -63,20 +63,23 @@ def match_region_stream(stream: pa.Table) -> pa.Table:
     checkpoint_ts = stream.column("scan_checkpoint_ts")[0].as_py()
     keys = stream.column("key")
     types, ops = stream.column("type"), stream.column("op_type")
+    start_ts, start_ts_null = _ints_and_nulls(stream.column("start_ts"))
+    commit_ts, commit_ts_null = _ints_and_nulls(stream.column("commit_ts"))
+    resolved_ts, resolved_ts_null = _ints_and_nulls(stream.column("resolved_ts"))
     arrays = StreamArrays(
         type=_codes(types, EVENT_TYPES),
-        start_ts=pc.fill_null(stream.column("start_ts"), 0).to_numpy(),
-        start_ts_null=_nulls(stream.column("start_ts")),
-        commit_ts=pc.fill_null(stream.column("commit_ts"), 0).to_numpy(),
-        commit_ts_null=_nulls(stream.column("commit_ts")),
+        start_ts=start_ts,
+        start_ts_null=start_ts_null,
+        commit_ts=commit_ts,
+        commit_ts_null=commit_ts_null,
         op_type=_codes(ops, ROW_OPS),
         key=pc.fill_null(pc.dictionary_encode(keys).combine_chunks().indices, -1).to_numpy().astype(np.int64),
         has_value=pc.fill_null(pc.greater(pc.binary_length(stream.column("value")), 0), False).to_numpy(
             zero_copy_only=False
         ),
         generation=pc.fill_null(stream.column("generation"), 0).to_numpy(),
-        resolved_ts=pc.fill_null(stream.column("resolved_ts"), 0).to_numpy(),
-        resolved_ts_null=_nulls(stream.column("resolved_ts")),
+        resolved_ts=resolved_ts,
+        resolved_ts_null=resolved_ts_null,
         describe=lambda i: (
             stream.column("seq")[i].as_py(),
             types[i].as_py(),
@@ -128,8 +131,9 @@ def region_state(
     return match_region_stream(stream).to_pylist()[-1]
 
 
-def _nulls(column: pa.ChunkedArray) -> np.ndarray:
-    return pc.is_null(column).to_numpy(zero_copy_only=False)
+def _ints_and_nulls(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """An integer column as numpy values (0 for nulls) and its null mask."""
+    return pc.fill_null(column, 0).to_numpy(), pc.is_null(column).to_numpy(zero_copy_only=False)
 
 
 def _codes(column: pa.ChunkedArray, choices: tuple[str, ...]) -> np.ndarray:

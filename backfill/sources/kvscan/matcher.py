@@ -236,8 +236,9 @@ def match_events(
     """The matcher over event objects (tests, small streams): the changes and the stream's outcome."""
     codes: dict[bytes, int] = {}
     found = match_stream_arrays(stream_arrays(events, codes), region_id, checkpoint_ts, where)
+    found.outcome.matches = list(zip(found.commits.tolist(), found.prewrites.tolist(), strict=True))
     changes = []
-    for i, p in zip(found.commits.tolist(), found.prewrites.tolist(), strict=True):
+    for i, p in found.outcome.matches:
         commit, prewrite = events[i], events[p]
         op = prewrite.op_type or ""
         value = (prewrite.value or b"") if op == "PUT" else b""
@@ -246,7 +247,6 @@ def match_events(
                 commit.key or b"", op, value, commit.start_ts or 0, commit.commit_ts or 0, prewrite.old_value
             )
         )
-    found.outcome.matches = list(zip(found.commits.tolist(), found.prewrites.tolist(), strict=True))
     return changes, found.outcome
 
 
@@ -299,15 +299,12 @@ class StreamArrays:
 
     def columns(self, rows: np.ndarray) -> StreamColumns:
         """The events at `rows` (positions, ascending) as the loop's columns."""
-        key = self.key[rows].tolist()
-        for i in np.flatnonzero(self.key[rows] < 0).tolist():
-            key[i] = None
         return StreamColumns(
             type=self.type[rows].tolist(),
             start_ts=_nullable(self.start_ts, self.start_ts_null, rows),
             commit_ts=_nullable(self.commit_ts, self.commit_ts_null, rows),
             op_type=self.op_type[rows].tolist(),
-            key=key,
+            key=_nullable(self.key, self.key < 0, rows),
             has_value=self.has_value[rows].tolist(),
             generation=self.generation[rows].tolist(),
             resolved_ts=_nullable(self.resolved_ts, self.resolved_ts_null, rows),
@@ -355,7 +352,7 @@ def match_stream_arrays(
         except MatchError:
             pass  # the whole stream names the first error
         else:
-            pairs = common.rest[np.asarray(rest.matches, dtype=np.int64).reshape(-1, 2)]
+            pairs = common.rest[_pairs(rest)]
             emitted = np.concatenate(
                 [common.rest[np.asarray(rest.emitted_at, dtype=np.int64)], common.emitted_at]
             )
@@ -368,9 +365,14 @@ def match_stream_arrays(
             rest.matches, rest.emitted_at = [], []
             return StreamMatches(commits[order], prewrites[order], rest)
     outcome = match_stream(arrays.columns(np.arange(len(arrays.type))), region_id, checkpoint_ts, where)
-    pairs = np.asarray(outcome.matches, dtype=np.int64).reshape(-1, 2)
+    pairs = _pairs(outcome)
     outcome.matches, outcome.emitted_at = [], []
     return StreamMatches(pairs[:, 0], pairs[:, 1], outcome)
+
+
+def _pairs(result: MatchResult) -> np.ndarray:
+    """The loop's matches as an (n, 2) array of (commit, prewrite) positions."""
+    return np.asarray(result.matches, dtype=np.int64).reshape(-1, 2)
 
 
 def _common_locks(a: StreamArrays, checkpoint_ts: int) -> _CommonLocks | None:
