@@ -167,7 +167,10 @@ def _floats(col: ColumnSchema, values: Binary, s: np.ndarray, e: np.ndarray) -> 
 def _float_column(col: ColumnSchema, u: np.ndarray) -> pa.Array:
     """Memcomparable float64 bit patterns -> the column's float type."""
     f = np.where(u & _SIGN, u & ~_SIGN, ~u).view(np.float64)
-    return pa.array(f.astype(np.float32) if col.kind == K.FLOAT32 else f, type=col.arrow_type)
+    if col.kind == K.FLOAT32:
+        with np.errstate(over="ignore"):  # beyond FLOAT's range: infinite, as Go's float32(f) gives
+            f = f.astype(np.float32)
+    return pa.array(f, type=col.arrow_type)
 
 
 def _slice(values: Binary, s: np.ndarray, e: np.ndarray, typ: pa.DataType) -> pa.Array:

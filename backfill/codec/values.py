@@ -23,6 +23,7 @@ from backfill.codec.schema import ColumnKind, ColumnSchema
 
 _SIGNED_RANGES = {1: 8, 2: 16, 9: 24, 3: 32, 8: 64, 13: 16}  # tp -> bits (YEAR as a small int)
 _F32 = struct.Struct("<f")
+_F32_MAX = float(np.finfo(np.float32).max)
 K = ColumnKind
 
 
@@ -44,6 +45,15 @@ def _as_int(col: ColumnSchema, value: Any) -> int:
 def to_float32(f: float) -> float:
     """``f`` rounded to the nearest FLOAT (single precision); OverflowError beyond its range."""
     return float(_F32.unpack(_F32.pack(f))[0])
+
+
+def stored_float32(f: float) -> float:
+    """A FLOAT cell's stored double as TiDB reads it, Go's ``float32(f)``: beyond FLOAT's range it is
+    infinite (a corrupted or foreign cell), which numpy would also warn about."""
+    if -_F32_MAX <= f <= _F32_MAX or f != f:
+        return float(np.float32(f))
+    with np.errstate(over="ignore"):
+        return float(np.float32(f))
 
 
 def int_bounds(col: ColumnSchema) -> tuple[int, int]:
@@ -180,7 +190,7 @@ def from_stored(col: ColumnSchema, stored: Any) -> Any:
     if kind == K.UINT64:
         return Decimal(stored)
     if kind == K.FLOAT32:
-        return float(np.float32(stored))
+        return stored_float32(stored)
     if kind in (K.DECIMAL, K.DECIMAL_STR):
         d, _prec, frac = stored
         prec, scale = col.decimal_precision

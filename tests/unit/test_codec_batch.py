@@ -183,3 +183,21 @@ def test_empty_batch_and_sliced_batch():
     sliced = _batch(keys, values).slice(5, 10)
     out = decode_batch(WIDE, sliced)
     assert out.column("id").to_pylist() == list(range(5, 15))
+
+
+def _float_table(kind: str) -> TableSchema:
+    columns = [column_info(1, "id", "bigint", primary_key=True), column_info(2, "f", kind)]
+    return TableSchema.from_table_info(table_info(72, "floats", columns, pk="int"))
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+def test_float_cell_beyond_float_range_reads_as_infinity():
+    """A FLOAT cell holds a double; one beyond FLOAT's range (foreign or corrupted) reads as TiDB's
+    float32(f) does, infinite with its sign, on both paths and without numpy's overflow warning."""
+    stored = [1e300, -1e300, 1.5, 3.5e38]
+    keys = [record_key(72, i) for i in range(len(stored))]
+    values = [encode_row(_float_table("double"), {2: f}) for f in stored]  # FLOAT is stored as a double
+    decoded = _assert_same(_float_table("float"), _batch(keys, values))
+    assert decoded.fallback_rows == 0
+    rows = decode_batch(_float_table("float"), _batch(keys, values)).column("f").to_pylist()
+    assert rows == [float("inf"), float("-inf"), 1.5, float("inf")]
