@@ -74,7 +74,8 @@ def test_killed_at_a_point_then_rerun_equals_an_uninterrupted_run(
     capsys.readouterr()
     assert {str(t): delta.table_version(spark, str(t)) for t in delta_tables(warehouse)} == versions
     for table in (t for t in result["tables"] if t.get("path")):
-        assert delta.recorded_txn_version(spark, table["path"], APP_ID) is not None
+        # the transaction version the rerun reports is the one recorded in the table's log
+        assert delta.recorded_txn_version(spark, table["path"], APP_ID) == table["resolved_ts"]
 
 
 def test_reconcile_repair_killed_while_writing_then_rerun_repairs_once(

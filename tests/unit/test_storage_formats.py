@@ -463,7 +463,9 @@ def test_canal_json_columnar_and_exact_paths_agree() -> None:
     ]
     schema = canal_employee_schema()
     names = tuple(c.name for c in schema.columns)
-    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"]) is not None
+    parsed = _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"])
+    assert parsed is not None, "the plain file left the columnar path"
+    assert (_values(parsed.ops), _values(parsed.lines)) == (["PUT"] * 4 + ["DELETE"], [1, 2, 3, 5, 7])
     columnar = decode_canal(body, schema)
     exact = decode_canal([body[0], "", *body[1:]], schema)
     assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
@@ -472,6 +474,11 @@ def test_canal_json_columnar_and_exact_paths_agree() -> None:
     ]  # fmt: skip
     assert columnar[1]["OfficeLocation"] is None and columnar[2]["OfficeLocation"] is None
     assert columnar[3]["LastName"] == "C"
+
+
+def _values(column: object) -> list[object]:
+    """A ParsedRows field as a list: whole-file parsers give Arrow arrays, line parsers lists."""
+    return column.to_pylist() if hasattr(column, "to_pylist") else list(column)
 
 
 @pytest.mark.parametrize(
