@@ -48,8 +48,8 @@ def to_float32(f: float) -> float:
 
 
 def stored_float32(f: float) -> float:
-    """A FLOAT cell's stored double as TiDB reads it, Go's ``float32(f)``: beyond FLOAT's range it is
-    infinite (a corrupted or foreign cell), which numpy would also warn about."""
+    """A FLOAT cell's stored double as TiDB reads it, Go's ``float32(f)``: rounded to single precision,
+    infinite beyond its range (a corrupted or foreign cell), without numpy's overflow warning there."""
     if -_F32_MAX <= f <= _F32_MAX or f != f:
         return float(np.float32(f))
     with np.errstate(over="ignore"):
