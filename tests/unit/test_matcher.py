@@ -255,7 +255,7 @@ def test_common_locks_skip_the_loop() -> None:
         Stream().prewrite(5).init().prewrite(10, key=K2).resolved(9).commit(5, 11).commit(10, 12, key=K2)
         .prewrite(13).rollback(13).prewrite(14, key=K2).commit(15, 16)  # the last: a commit without prewrite
     )  # fmt: skip
-    common = _common_locks(stream_arrays(stream.events, {}), 0)
+    common = _common_locks(stream_arrays(stream.events), 0)
     found = common and (
         common.rest.tolist(),
         common.commits.tolist(),
@@ -266,7 +266,7 @@ def test_common_locks_skip_the_loop() -> None:
     assert found == ([1, 3, 9], [4, 5], [0, 2], 1)
     # A common lock that breaks a rule leaves the whole stream to the loop, which names the error.
     broken = Stream().init().prewrite(10, value=b"").commit(10, 11)
-    assert _common_locks(stream_arrays(broken.events, {}), 0) is None
+    assert _common_locks(stream_arrays(broken.events), 0) is None
 
 
 def test_cached_commits_leave_at_initialized_in_their_order_whichever_path_matches_them() -> None:
@@ -277,7 +277,7 @@ def test_cached_commits_leave_at_initialized_in_their_order_whichever_path_match
     )  # fmt: skip
     out, _ = run(stream)
     assert [(c.key, c.value) for c in out] == [(K1, b"a"), (K2, b"b")]
-    common = _common_locks(stream_arrays(stream.events, {}), 0)
+    common = _common_locks(stream_arrays(stream.events), 0)
     assert (common and common.rest.tolist()) == [1, 3, 4, 5]
 
 

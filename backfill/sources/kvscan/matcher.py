@@ -234,8 +234,7 @@ def match_events(
     events: Sequence[StreamEvent], region_id: int, checkpoint_ts: int, where: str = ""
 ) -> tuple[list[RowChange], MatchResult]:
     """The matcher over event objects (tests, small streams): the changes and the stream's outcome."""
-    codes: dict[bytes, int] = {}
-    found = match_stream_arrays(stream_arrays(events, codes), region_id, checkpoint_ts, where)
+    found = match_stream_arrays(stream_arrays(events), region_id, checkpoint_ts, where)
     found.outcome.matches = list(zip(found.commits.tolist(), found.prewrites.tolist(), strict=True))
     changes = []
     for i, p in found.outcome.matches:
@@ -250,8 +249,8 @@ def match_events(
     return changes, found.outcome
 
 
-def stream_arrays(events: Sequence[StreamEvent], key_codes: dict[bytes, int]) -> StreamArrays:
-    """Event objects as `StreamArrays`, keys coded through `key_codes` (filled as new keys appear)."""
+def stream_arrays(events: Sequence[StreamEvent]) -> StreamArrays:
+    """Event objects as `StreamArrays`, each distinct key coded by its first appearance."""
 
     def ints(values: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
         return (
@@ -262,6 +261,7 @@ def stream_arrays(events: Sequence[StreamEvent], key_codes: dict[bytes, int]) ->
     start, start_null = ints([e.start_ts for e in events])
     commit, commit_null = ints([e.commit_ts for e in events])
     resolved, resolved_null = ints([e.resolved_ts for e in events])
+    key_codes: dict[bytes, int] = {}
     keys = [-1 if e.key is None else key_codes.setdefault(e.key, len(key_codes)) for e in events]
     return StreamArrays(
         type=np.array([code(e.type, EVENT_TYPES) for e in events], dtype=np.int64),
