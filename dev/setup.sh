@@ -61,11 +61,11 @@ if [ "$with_tests" = 1 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${wanted[@]}" >/dev/null
   fi
 fi
-# 5. A class-data archive for the driver JVM (tidelake/classarchive.py): written once by a small demo (a minute
-#    or two), again only when the JDK or pyspark's jars change; every session tidelake starts maps it and
+# 5. A class-data archive for the driver JVM (tidelake/classarchive.py): dev/class_archive.py writes it once
+#    with a small demo (a minute or two), again only when the JDK or pyspark's jars change; every session tidelake starts maps it and
 #    reaches its first job seconds sooner. Without it everything works, only slower to start. The test set-up
 #    leaves it out (CI's time limit); `dev/setup.sh` without --test writes it, and the tests use it then.
 if [ "$with_tests" = 0 ]; then
-  .venv/bin/python -m tidelake.classarchive || echo "setup: warning: no class archive (see above); sessions start without one" >&2
+  .venv/bin/python dev/class_archive.py || echo "setup: warning: no class archive (see above); sessions start without one" >&2
 fi
 echo "setup: ready ($(ls "$jars"/*.jar | wc -l) jars in $jars)" >&2

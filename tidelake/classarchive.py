@@ -3,7 +3,7 @@
 A JVM that starts Spark loads, parses and verifies thousands of classes from the jars before the first job.
 The JDK can write the classes a run loaded into an archive when that run exits (`ArchiveClassesAtExit`)
 and map them from it at the next start (`SharedArchiveFile`). `dev/setup.sh` runs
-`python -m tidelake.classarchive`, which writes the archive once with a small demo (a minute or two) and
+`dev/class_archive.py`, which writes the archive once with a small demo (a minute or two) and
 again only when the JDK or pyspark's jars change. Every session tidelake starts then maps it: on 2 cores a
 process that reconciles the demo's 4 tables took 34.5 s from start to exit instead
 of 43.5 s.
@@ -19,22 +19,14 @@ import hashlib
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-from dataclasses import replace
+from collections.abc import Sequence
 from pathlib import Path
 
 ARCHIVE_NAME = "classes.jsa"
 FINGERPRINT_NAME = "classes.fingerprint"
 FORMAT = "tidelake class archive 1"
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # a JVM that cannot use it says so on stdout otherwise
-
-
-def archive_dir() -> Path:
-    """Beside the jar cache (`.cache/jvm`; TIDELAKE_JARS moves both)."""
-    from tidelake.spark import jar_cache
-
-    return jar_cache().parent / "jvm"
 
 
 def java_executable() -> Path | None:
@@ -60,37 +52,38 @@ def fingerprint() -> str | None:
     return digest.hexdigest()
 
 
-def _archive_for(wanted: str | None) -> Path | None:
-    """The archive set-up wrote, if its recorded fingerprint is `wanted`."""
-    folder = archive_dir()
+def _archive_for(folder: Path, wanted: str | None) -> Path | None:
+    """The archive set-up wrote in `folder`, if its recorded fingerprint is `wanted`."""
     archive, recorded = folder / ARCHIVE_NAME, folder / FINGERPRINT_NAME
     if wanted is None or not archive.is_file() or not recorded.is_file():
         return None
     return archive if recorded.read_text().strip() == wanted else None
 
 
-def java_options() -> tuple[str, ...]:
-    """The options that map the archive, when there is one for this JDK and these jars; else none."""
-    archive = _archive_for(fingerprint())
+def java_options(folder: Path) -> tuple[str, ...]:
+    """The options that map the archive in `folder`, when there is one for this JDK and these jars; else
+    none. The folder is `tidelake.spark.class_archive_dir()`, beside the jar cache."""
+    archive = _archive_for(folder, fingerprint())
     return () if archive is None else (f"-XX:SharedArchiveFile={archive}", *QUIET)
 
 
-def write_archive() -> bool:
-    """Write the archive if there is none for this JDK and these jars (True when one was written)."""
+def write_archive(folder: Path, train: Sequence[str]) -> bool:
+    """Write the archive in `folder` if there is none for this JDK and these jars (True when one was
+    written).
+
+    `train` is the command that runs a small workload in a JVM that writes the archive at exit; it gets
+    the archive's path and a scratch folder as its last two arguments. The workload is the product's
+    (`dev/class_archive.py` runs the demo): this module only knows the archive."""
     wanted = fingerprint()
-    if wanted is None or _archive_for(wanted) is not None:
+    if wanted is None or _archive_for(folder, wanted) is not None:
         return False
-    folder = archive_dir()
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder) as work:
         written = Path(work) / ARCHIVE_NAME
-        # The JVM writes the archive when it exits: the demo runs in a process of its own.
+        # The JVM writes the archive when it exits: the workload runs in a process of its own.
         log = Path(work) / "train.log"
         with log.open("wb") as out:
-            done = subprocess.run(
-                [sys.executable, "-m", "tidelake.classarchive", "--train", str(written), work],
-                stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+            done = subprocess.run([*train, str(written), work], stdout=out, stderr=subprocess.STDOUT)
         if done.returncode != 0 or not written.is_file():
             tail = log.read_text(errors="replace")[-3000:]
             raise RuntimeError(f"the JVM wrote no class archive (exit {done.returncode}):\n{tail}")
@@ -99,35 +92,7 @@ def write_archive() -> bool:
     return True
 
 
-def _train(archive: Path, work: Path) -> None:
-    """A small demo (simulate, back-fill two windows, reconcile) in a JVM that writes `archive` at exit."""
-    from backfill.demo import run_demo
-    from tidelake.config import DemoConfig, load_config
-    from tidelake.spark import build_session, driver_java_options
-
-    config = load_config(None)
-    config = replace(
-        config,
-        source=replace(config.source, path=str(work / "sim" / "scans")),
-        target=replace(config.target, warehouse=str(work / "warehouse")),
-        reconcile=replace(
-            config.reconcile, upstream=replace(config.reconcile.upstream, path=str(work / "sim" / "expected"))
-        ),
-        demo=DemoConfig(out=str(work / "sim"), seed=1, tables=2, rows=200, txns=60, scans=3),
-    )
-    options = f"{driver_java_options(config.spark)} -XX:ArchiveClassesAtExit={archive}"
-    spark_config = replace(config.spark, conf={**config.spark.conf, "spark.driver.extraJavaOptions": options})
-    spark = build_session("tidelake-class-archive", spark_config, config.target)
-    try:
-        result = run_demo(spark, config)
-    finally:
-        spark.stop()
-        _wait_for_jvm_exit()
-    if result.exit_code != 0:
-        raise RuntimeError(f"the demo that writes the class archive ended with exit {result.exit_code}")
-
-
-def _wait_for_jvm_exit() -> None:
+def wait_for_jvm_exit() -> None:
     """Close the JVM's stdin (it exits on EOF) and wait while it writes the archive: Python would
     otherwise exit first and leave the JVM writing into a folder about to be deleted."""
     from pyspark import SparkContext
@@ -140,19 +105,3 @@ def _wait_for_jvm_exit() -> None:
     if proc.stdin is not None:
         proc.stdin.close()
     proc.wait(timeout=600)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["--train"]:
-        _train(Path(args[1]), Path(args[2]))
-        return 0
-    written = write_archive()
-    print(
-        f"setup: class archive {'written' if written else 'up to date'} in {archive_dir()}", file=sys.stderr
-    )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from tidelake import classarchive
 from tidelake.config import PROJECT_ROOT, SparkConfig
 from tidelake.errors import ConfigError
 from tidelake.objectstore import configure, object_store_errors
@@ -79,6 +80,12 @@ def execution_conf(rows: int, table_bytes: int = 0) -> Mapping[str, str] | None:
 def jar_cache() -> Path:
     """Folder of the JVM packages fetched by dev/setup.sh (override with TIDELAKE_JARS)."""
     return Path(os.environ.get("TIDELAKE_JARS", PROJECT_ROOT / ".cache" / "jars"))
+
+
+def class_archive_dir() -> Path:
+    """Where set-up writes the driver JVM's class archive (tidelake/classarchive.py): beside the jar cache
+    (`.cache/jvm`; TIDELAKE_JARS moves both)."""
+    return jar_cache().parent / "jvm"
 
 
 def cached_jars() -> list[str]:
@@ -233,9 +240,14 @@ def driver_java_options(config: SparkConfig, target: TargetConfig | None = None)
     """The driver JVM's options: our log settings, the collector, the JIT of `[spark] jit`, the class archive
     when set-up wrote one (tidelake/classarchive.py), and the embedded metastore's Derby settings when
     `target` registers tables."""
-    from tidelake import classarchive
     from tidelake.metastore import derby_java_options
 
     catalog = derby_java_options(target) if target is not None else ""
-    options = [LOG4J_OPTION, GC_OPTION, *JIT_OPTIONS[config.jit], *classarchive.java_options(), catalog]
+    options = [
+        LOG4J_OPTION,
+        GC_OPTION,
+        *JIT_OPTIONS[config.jit],
+        *classarchive.java_options(class_archive_dir()),
+        catalog,
+    ]
     return " ".join(filter(None, options))

@@ -6,8 +6,8 @@ import re
 from typing import ClassVar
 
 from reconcile.encoding import JsonMode
-from reconcile.upstream.dialect import Query, register
-from reconcile.upstream.mysql import MySQL
+from reconcile.upstream.mysql import MySQL, register
+from reconcile.upstream.sqltext import Query
 
 _JSON_CHECK = re.compile(r"\s*json_valid\(`((?:[^`]|``)+)`\)\s*", re.IGNORECASE)
 

@@ -12,15 +12,26 @@ see one committed state. MySQL has no ts to read at.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from reconcile.chunks import KeyRange
 from reconcile.encoding import EXACT_POWER, FloatDigits, JsonMode
 from reconcile.schema import Column, Kind, TableSchema
-from reconcile.upstream.dialect import Query, lexicographic_predicate, register
+from reconcile.upstream.sqltext import Query, lexicographic_predicate
 from tidelake.sqlident import quote_upstream_ident
 
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys", "metrics_schema")
+
+D = TypeVar("D", bound="type[MySQL]")
+REGISTRY: dict[
+    str, type[MySQL]
+] = {}  # every dialect by name, in registration order (`reconcile.upstream.dialect`)
+
+
+def register(cls: D) -> D:
+    """Class decorator: make a dialect known by its `name` (later registrations are more specific)."""
+    REGISTRY[cls.name] = cls
+    return cls
 
 
 @register

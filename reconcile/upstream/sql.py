@@ -43,8 +43,9 @@ from reconcile.chunks import Checksum, Key, KeyRange, Part
 from reconcile.encoding import FloatDigits
 from reconcile.errors import TableNotFound, UpstreamError
 from reconcile.schema import Column, Kind, TableSchema, column_from_type
-from reconcile.upstream.dialect import Query, detect
+from reconcile.upstream.dialect import detect
 from reconcile.upstream.mysql import MySQL
+from reconcile.upstream.sqltext import Query
 
 if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from reconcile.schema import Column, Kind, TableSchema
-from reconcile.upstream.dialect import Query, register
-from reconcile.upstream.mysql import MySQL
+from reconcile.upstream.mysql import MySQL, register
+from reconcile.upstream.sqltext import Query
 from tidelake.conventions import ROWID
 
 ROWID_COLUMN = Column(ROWID, Kind.INT, "bigint", "bigint", nullable=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelake import classarchive
+from tidelake import classarchive, spark
 from tidelake.config import SparkConfig
 from tidelake.spark import driver_java_options
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def archive_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(classarchive, "archive_dir", lambda: tmp_path)
+    monkeypatch.setattr(spark, "class_archive_dir", lambda: tmp_path)
     return tmp_path
 
 
@@ -26,7 +26,7 @@ def write(folder: Path, fingerprint: str | None) -> None:
 
 def test_an_archive_for_this_jdk_and_these_jars_is_mapped_quietly(archive_dir: Path) -> None:
     write(archive_dir, classarchive.fingerprint())
-    options = classarchive.java_options()
+    options = classarchive.java_options(archive_dir)
     assert options[0] == f"-XX:SharedArchiveFile={archive_dir / classarchive.ARCHIVE_NAME}"
     assert set(classarchive.QUIET) <= set(options)
     assert options[0] in driver_java_options(SparkConfig()).split()
@@ -34,14 +34,14 @@ def test_an_archive_for_this_jdk_and_these_jars_is_mapped_quietly(archive_dir: P
 
 def test_an_archive_written_for_another_jdk_or_other_jars_is_left_alone(archive_dir: Path) -> None:
     write(archive_dir, "0" * 64)
-    assert classarchive.java_options() == ()
+    assert classarchive.java_options(archive_dir) == ()
     assert "SharedArchiveFile" not in driver_java_options(SparkConfig())
 
 
 def test_no_archive_or_no_fingerprint_means_no_option(archive_dir: Path) -> None:
-    assert classarchive.java_options() == ()
+    assert classarchive.java_options(archive_dir) == ()
     (archive_dir / classarchive.FINGERPRINT_NAME).write_text(f"{classarchive.fingerprint()}\n")
-    assert classarchive.java_options() == ()  # the fingerprint without its archive
+    assert classarchive.java_options(archive_dir) == ()  # the fingerprint without its archive
 
 
 def test_the_fingerprint_follows_the_jdk_and_the_jars(

@@ -16,7 +16,7 @@ from reconcile.chunks import (
     ranges_from_boundaries,
     split,
 )
-from reconcile.upstream.dialect import lexicographic_predicate
+from reconcile.upstream.sqltext import lexicographic_predicate
 
 
 def predicate(key_range: KeyRange, exprs: list[str], placeholder: str = "%s") -> tuple[str, list]:
