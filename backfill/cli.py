@@ -224,8 +224,8 @@ def simulate(
 ) -> int:
     """Simulate a TiDB cluster's change history as incremental-scan captures, with its expected state;
     with --kafka also publish it as a TiCDC changefeed's open-protocol (or canal-json) messages."""
-    from backfill.simulate.cli import simulate_command
-    from backfill.simulate.kafka import Changefeed
+    from tidbsim.cli import simulate_command
+    from tidbsim.kafka import Changefeed
 
     try:
         feed = Changefeed(

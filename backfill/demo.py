@@ -78,7 +78,7 @@ def _fresh(path: Path) -> None:
 def run_demo(spark: SparkSession, config: TidelakeConfig, *, on_s3: bool = False) -> DemoResult:
     """Simulate, back-fill in two windows, reconcile; `on_s3` puts the captures and the warehouse in
     buckets of a local S3 server (S3Proxy on 127.0.0.1, started and stopped here)."""
-    from backfill.simulate import SimulationConfig, simulate
+    from tidbsim import SimulationConfig, simulate
 
     out, warehouse = Path(config.demo.out), Path(config.target.warehouse)
     if "://" in config.target.warehouse or "://" in config.demo.out:

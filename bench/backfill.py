@@ -28,9 +28,9 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for bench.spark_jobs
 
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.engine import estimate_txns_for_events
 from bench.spark_jobs import job_id_next, print_slowest_jobs
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.engine import estimate_txns_for_events
 
 if TYPE_CHECKING:
     from tidelake.config import TidelakeConfig

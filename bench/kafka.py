@@ -25,10 +25,10 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # for tests.servers
 
-from backfill.simulate import SimulationConfig, load_index, simulate  # noqa: E402
-from backfill.simulate.kafka import Changefeed, changefeed_messages, publish  # noqa: E402
 from backfill.sources.ticdc.open_protocol import Where, split_message  # noqa: E402
 from bench.spark_jobs import job_id_next, print_slowest_jobs  # noqa: E402
+from tidbsim import SimulationConfig, load_index, simulate  # noqa: E402
+from tidbsim.kafka import Changefeed, changefeed_messages, publish  # noqa: E402
 
 ROW_EVENTS_PER_TXN = 4.5  # measured mix of the simulator's random transactions (rows per txn)
 

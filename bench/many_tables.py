@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from backfill.simulate import SimulationConfig, load_index, simulate
+from tidbsim import SimulationConfig, load_index, simulate
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

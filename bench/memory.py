@@ -29,8 +29,8 @@ from pathlib import Path
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.engine import estimate_txns_for_events
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.engine import estimate_txns_for_events
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = os.sysconf("SC_PAGE_SIZE")

@@ -29,12 +29,12 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import pyarrow as pa
 
 from backfill.codec import decode_row, encode_row, record_key
-from backfill.simulate import coltypes as ct
-from backfill.simulate.tables import TEMPLATES, build_table
-from backfill.simulate.ticdc_open import key_json, row_value_json
 from backfill.sources.ticdc.open_protocol import Where, decode_records, frame, records_table, split_frames
 from backfill.sources.ticdc.open_rows import rows_to_arrow
 from backfill.sources.ticdc.open_supersede import LatestPerKey
+from tidbsim import coltypes as ct
+from tidbsim.tables import TEMPLATES, build_table
+from tidbsim.ticdc_open import key_json, row_value_json
 
 
 def make_records(template_key: str, events: int, batch: int, seed: int = 1) -> tuple[pa.Table, object]:

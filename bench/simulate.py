@@ -23,8 +23,8 @@ from typing import Any
 # Run as a script, this folder comes first on sys.path, and bench/backfill.py would shadow the package.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from backfill.simulate import SimulationConfig, simulate  # noqa: E402
-from backfill.simulate.engine import estimate_txns_for_events  # noqa: E402
+from tidbsim import SimulationConfig, simulate  # noqa: E402
+from tidbsim.engine import estimate_txns_for_events  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

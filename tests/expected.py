@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backfill.simulate import load_expected
+from tidbsim import load_expected
 from tidelake import delta, fs
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.storage_codec import CsvOptions
-from backfill.simulate.storage_sink import StorageSink
 from tests.faults.harness import table_rows, untagged_commits
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.config import StorageSink
+from tidbsim.storage_codec import CsvOptions
 
 JOB = "drill"
 APP_ID = f"tidelake:{JOB}"
@@ -76,7 +76,7 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
 @pytest.fixture(scope="session")
 def drill_kafka(workload: Workload, kafka_broker) -> str:
     """The workload's changefeed published to a topic of the test broker; adds the "kafka" source."""
-    from backfill.simulate.kafka import Changefeed, changefeed_messages, publish, write_schema_folder
+    from tidbsim.kafka import Changefeed, changefeed_messages, publish, write_schema_folder
 
     topic = "drill-open"
     feed = Changefeed(topic=topic, dispatcher="index-value", partitions=3, restarts=1)

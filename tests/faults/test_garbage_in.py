@@ -26,12 +26,12 @@ import pytest
 
 from backfill.cli import main
 from backfill.codec import record_key
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, KafkaMessage, changefeed_messages, publish
 from backfill.sources.ticdc.open_protocol import RESOLVED, Where, frame, split_frames
 from tests.captures import Capture, users_table
 from tests.faults.harness import table_rows
 from tests.storage_sink import SinkFolder, canal_line, csv_line
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.kafka import Changefeed, KafkaMessage, changefeed_messages, publish
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]
 

@@ -13,9 +13,9 @@ import pymysql
 import pytest
 
 from backfill.cli import main as backfill
-from backfill.simulate.config import DDL_KINDS
-from backfill.simulate.mysql_apply import parse_mysql_url
 from reconcile.cli import main as reconcile
+from tidbsim.config import DDL_KINDS
+from tidbsim.mysql_apply import parse_mysql_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.mysql_apply import parse_mysql_url
+from tidbsim import SimulationConfig, load_expected, load_index, simulate
+from tidbsim.mysql_apply import parse_mysql_url
 
 pytestmark = pytest.mark.integration
 

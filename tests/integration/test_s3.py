@@ -14,11 +14,11 @@ import pytest
 
 from backfill.cli import main
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.storage_codec import CsvOptions
-from backfill.simulate.storage_sink import StorageSink
 from tests.expected import warehouse_differences
 from tests.kill import killed_after_first_table, table_label
+from tidbsim import SimulationConfig, load_expected, load_index, simulate
+from tidbsim.config import StorageSink
+from tidbsim.storage_codec import CsvOptions
 from tidelake import delta, fs
 from tidelake.config import load_config
 from tidelake.objectstore import configure

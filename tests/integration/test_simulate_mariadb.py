@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.engine import DATABASES
-from backfill.simulate.expected import COMMIT_TS, primary_key
-from backfill.simulate.mysql_apply import fetch_table, list_tables, parse_mysql_url
+from tidbsim import SimulationConfig, load_expected, load_index, simulate
+from tidbsim.engine import DATABASES
+from tidbsim.expected import COMMIT_TS, primary_key
+from tidbsim.mysql_apply import fetch_table, list_tables, parse_mysql_url
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.storage_codec import CsvOptions
-from backfill.simulate.storage_sink import StorageSink
+from tidbsim import SimulationConfig, load_expected, load_index, simulate
+from tidbsim.config import StorageSink
+from tidbsim.storage_codec import CsvOptions
 from tidelake import fs
 from tidelake.config import load_config
 from tidelake.conventions import COMMIT_TS, ROWID

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_index, simulate
 from backfill.sources.kvscan.format import EVENTS_DIR
 from tests.expected import warehouse_differences
+from tidbsim import SimulationConfig, load_index, simulate
 from tidelake.config import load_config
 from tidelake.errors import InputError
 

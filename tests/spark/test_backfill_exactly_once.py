@@ -101,8 +101,8 @@ def test_killed_after_the_first_table_of_a_simulated_workload_rerun_loses_nothin
 ) -> None:
     """A run killed after its first table's commit leaves the other tables without a Delta table at all;
     the rerun must take those back to the oldest capture, not start them at the committed table's ts."""
-    from backfill.simulate import SimulationConfig, load_index, simulate
     from tests.expected import warehouse_differences
+    from tidbsim import SimulationConfig, load_index, simulate
 
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=3, tables=3, rows=30, txns=90, scans=3))
@@ -141,8 +141,8 @@ def test_a_rename_killed_between_its_new_table_and_removing_the_old_one_is_finis
     import shutil
 
     from backfill.codec.history import job_finished_ts
-    from backfill.simulate import SimulationConfig, load_index, simulate
     from tests.expected import warehouse_differences
+    from tidbsim import SimulationConfig, load_index, simulate
 
     out = tmp_path / "sim"
     simulate(

@@ -13,9 +13,9 @@ import pytest
 
 import backfill.apply.stage as stage
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_index, simulate
 from tests.expected import warehouse_differences
 from tests.faults.harness import kill_at, untagged_commits
+from tidbsim import SimulationConfig, load_index, simulate
 from tidelake import delta
 from tidelake.config import load_config
 

@@ -106,9 +106,9 @@ def test_a_regions_keyless_events_reach_every_key_range_it_spans(spark) -> None:
 
 
 def test_big_inputs_get_more_key_ranges_than_shuffle_partitions(spark, tmp_path: Path, monkeypatch) -> None:
-    from backfill.simulate import SimulationConfig, simulate
     from backfill.sources.kvscan import source as pipeline
     from backfill.sources.kvscan.captures import list_scans
+    from tidbsim import SimulationConfig, simulate
 
     simulate(SimulationConfig(out=tmp_path / "sim", seed=3, tables=2, rows=20, txns=40, scans=2))
     scans = list_scans(spark, str(tmp_path / "sim" / "scans"))

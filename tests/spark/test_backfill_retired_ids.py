@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_index, simulate
 from tests.expected import warehouse_differences
+from tidbsim import SimulationConfig, load_index, simulate
 from tidelake.config import load_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

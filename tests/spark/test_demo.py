@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from backfill.cli import main
-from backfill.simulate import load_expected, load_index
 from tests.expected import warehouse_differences
+from tidbsim import load_expected, load_index
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from backfill.cli import main
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, KafkaMessage, open_protocol_messages, publish
-from backfill.simulate.ticdc_open import key_json
 from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.kafka import Changefeed, KafkaMessage, open_protocol_messages, publish
+from tidbsim.ticdc_open import key_json
 from tidelake import delta
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -202,8 +202,8 @@ def test_a_ddl_the_schema_folder_lacks_stops_the_run_naming_it(
 ):
     """A DDL event of a tracked table that the schema folder's ddl_jobs.jsonl does not hold (the folder
     is older than the topic): passing over it would apply later rows to the wrong table or schema."""
-    from backfill.simulate.ticdc_open import ddl_value_json
     from backfill.sources.ticdc.open_protocol import DDL
+    from tidbsim.ticdc_open import ddl_value_json
 
     conf, topic, before = landed
     table = sorted(before)[0]

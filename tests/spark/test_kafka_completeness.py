@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.simulate.ticdc_open import key_json
 from backfill.sources.kafka.source import _check_no_change_below_resolved, _survey, decode_events
 from backfill.sources.ticdc.open_protocol import RESOLVED, frame, records_table
+from tidbsim.ticdc_open import key_json
 from tidelake.errors import InputError
 
 pytestmark = pytest.mark.spark

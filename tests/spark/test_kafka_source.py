@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from backfill.run import run_backfill
-from backfill.simulate import SimulationConfig, load_index, simulate
-from backfill.simulate.kafka import Changefeed, open_protocol_messages, publish, write_schema_folder
 from tests.expected import warehouse_differences
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.kafka import Changefeed, open_protocol_messages, publish, write_schema_folder
 from tidelake import delta
 from tidelake.config import load_config
 
@@ -192,7 +192,7 @@ def test_without_a_schema_folder_the_schema_is_inferred_and_only_the_lossy_types
     """Open-protocol messages carry type codes and flags only: DECIMAL(p,s) becomes its text, ENUM and
     SET their numbers, BIT(n) 8 bytes (README). Every other column, and every key, matches."""
     from backfill.codec.schema import ColumnKind
-    from backfill.simulate import load_expected
+    from tidbsim import load_expected
 
     topic = f"open-{next(_topics)}"
     feed = Changefeed(topic=topic, dispatcher="default", partitions=3, restarts=1)
@@ -257,7 +257,7 @@ def test_publish_returns_once_the_broker_holds_each_message_in_order(kafka_broke
     that holds other than was acknowledged is an error naming the partition (not a silent short topic)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from backfill.simulate.kafka import KafkaMessage, _await_written
+    from tidbsim.kafka import KafkaMessage, _await_written
 
     topic = f"pub-{next(_topics)}"
     messages = [KafkaMessage(topic, i % 2, b"k%d" % i, b"v%d" % i) for i in range(9)]
@@ -300,8 +300,8 @@ def test_a_run_killed_between_tables_loses_nothing(spark, kafka_broker, sim, tmp
 def test_canal_json_topic_builds_the_same_tables_as_kv_scan(spark, kafka_broker, sim, tmp_path):
     """canal-json with the TiDB extension (one message per change, DDLs to partition 0, watermarks to
     every partition, re-sent duplicates): the expected state, the kv-scan source's tables, once."""
-    from backfill.simulate.kafka import changefeed_messages
     from tests.integration.test_sources_agree import warehouse_tables
+    from tidbsim.kafka import changefeed_messages
 
     topic = f"canal-{next(_topics)}"
     feed = Changefeed(topic=topic, protocol="canal-json", dispatcher="index-value", partitions=3, restarts=2)

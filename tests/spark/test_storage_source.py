@@ -291,11 +291,11 @@ def test_a_run_killed_between_two_tables_finishes_once_on_rerun(
 ) -> None:
     """A simulated sink folder; the run dies after its first table's commit. The rerun builds the tables an
     uninterrupted run builds, leaves the finished table's version alone, and a third run adds nothing."""
-    from backfill.simulate import SimulationConfig, simulate
-    from backfill.simulate.storage_codec import CsvOptions
-    from backfill.simulate.storage_sink import StorageSink
     from tests.integration.test_sources_agree import warehouse_tables
     from tests.kill import killed_after_first_table, table_label
+    from tidbsim import SimulationConfig, simulate
+    from tidbsim.config import StorageSink
+    from tidbsim.storage_codec import CsvOptions
 
     csv = CsvOptions(output_old_value=True)
     sink = StorageSink(protocol=protocol, csv=csv, restarts=1, seed=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.simulate.changelog import ChangeLog, read_changelog
+from tidbsim.changelog import ChangeLog, read_changelog
 
 pytestmark = pytest.mark.unit
 

@@ -12,9 +12,6 @@ import pyarrow as pa
 import pytest
 
 from backfill.codec import DecodeStats, TableSchema, decode_row, encode_row, record_key
-from backfill.simulate import coltypes as ct
-from backfill.simulate.tables import TEMPLATES, build_table
-from backfill.simulate.ticdc_open import column_flags, go_json, key_json, row_value_json
 from backfill.sources.ticdc.open_protocol import decode_message, frame
 from backfill.sources.ticdc.open_rows import (
     COMMIT_TS,
@@ -26,6 +23,9 @@ from backfill.sources.ticdc.open_rows import (
     rows_to_arrow,
 )
 from backfill.sources.ticdc.open_schema import schema_from_columns, with_elems
+from tidbsim import coltypes as ct
+from tidbsim.tables import TEMPLATES, build_table
+from tidbsim.ticdc_open import column_flags, go_json, key_json, row_value_json
 from tidelake.errors import InputError
 
 pytestmark = pytest.mark.unit

@@ -11,13 +11,13 @@ import pyarrow as pa
 import pytest
 
 from backfill.codec import TableSchema
-from backfill.simulate import SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
-from backfill.simulate.dispatch import Dispatcher, PositionInertia
-from backfill.simulate.expected import primary_key
-from backfill.simulate.kafka import Changefeed, open_protocol_messages
 from backfill.sources.ticdc.open_protocol import DDL, RESOLVED, ROW, decode_records, records_table
 from backfill.sources.ticdc.open_rows import COMMIT_TS, OP, rows_to_arrow
+from tidbsim import SimulationConfig, load_expected, load_index, simulate
+from tidbsim.changelog import CHANGELOG_PATH, read_changelog
+from tidbsim.dispatch import Dispatcher, PositionInertia
+from tidbsim.expected import primary_key
+from tidbsim.kafka import Changefeed, open_protocol_messages
 
 pytestmark = pytest.mark.unit
 

@@ -21,8 +21,8 @@ import pytest
 
 from backfill.codec import TableSchema, decode_record_key, decode_row, record_key, table_span
 from backfill.codec.values import ZERO_DATE, fill_value
-from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
 from backfill.sources.kvscan.format import EVENT_SCHEMA
+from tidbsim import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
 
 pytestmark = pytest.mark.unit
 
@@ -533,7 +533,7 @@ def test_refuses_to_overwrite_a_previous_run(tmp_path: Path) -> None:
 def test_simulate_command_prints_json_and_refuses_an_occupied_folder(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from backfill.simulate.cli import simulate_command
+    from tidbsim.cli import simulate_command
     from tidelake.errors import TidelakeError
 
     out = tmp_path / "cli"

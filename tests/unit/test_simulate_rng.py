@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from backfill.simulate.rng import SimRandom
+from tidbsim.rng import SimRandom
 
 pytestmark = pytest.mark.unit
 

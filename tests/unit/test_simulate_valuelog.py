@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from backfill.simulate.store import Lock, Store
-from backfill.simulate.valuelog import _BUFFER_BYTES, ValueLog
+from tidbsim.store import Lock, Store
+from tidbsim.valuelog import _BUFFER_BYTES, ValueLog
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ import pytest
 
 from backfill.codec import TableSchema
 from backfill.codec.tableinfo import column_info, table_info
-from backfill.simulate.storage_codec import (
+from tidbsim.storage_codec import (
     CsvEncoder,
     CsvOptions,
     canal_json_line,
@@ -22,7 +22,7 @@ from backfill.simulate.storage_codec import (
     java_sql_type,
     mysql_type,
 )
-from backfill.simulate.storage_schema import schema_file_path, table_column, table_definition
+from tidbsim.storage_schema import schema_file_path, table_column, table_definition
 
 pytestmark = pytest.mark.unit
 

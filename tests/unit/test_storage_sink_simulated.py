@@ -16,15 +16,16 @@ from typing import Any
 import pytest
 
 from backfill.codec import TableSchema
-from backfill.simulate import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
-from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
-from backfill.simulate.expected import primary_key
-from backfill.simulate.storage_codec import (
+from tidbsim import DDL_KINDS, SimulationConfig, load_expected, load_index, simulate
+from tidbsim.changelog import CHANGELOG_PATH, read_changelog
+from tidbsim.config import StorageSink
+from tidbsim.expected import primary_key
+from tidbsim.storage_codec import (
     CsvOptions,
     canal_value,
     csv_value,
 )
-from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
+from tidbsim.storage_sink import storage_sink_flushes, write_storage_sink
 from tidelake.conventions import COMMIT_TS, ROWID
 
 pytestmark = pytest.mark.unit

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from backfill.codec import ZERO_TIME
 from backfill.codec.values import ZERO_DATE, fill_value
-from backfill.simulate.coltypes import SqlType, convert
-from backfill.simulate.tables import TableVersion
+from tidbsim.coltypes import SqlType, convert
+from tidbsim.tables import TableVersion
 
 
 class IdAllocator:
@@ -129,3 +130,15 @@ class Catalog:
         """Apply the DDLs after entry ``from_index`` up to ``to_index`` to a decoded row."""
         for entry in self._history[uid][from_index + 1 : to_index + 1]:
             entry.transform.apply(row)
+
+
+def decode_phys(version: TableVersion, phys: dict[int, Any]) -> dict[int, Any]:
+    """A stored column map read with ``version``: its public columns, absent ones filled."""
+    row: dict[int, Any] = {}
+    for col in version.schema.columns:
+        if col.id in phys:
+            v = phys[col.id]
+            row[col.id] = None if v is ZERO_TIME else v
+        else:
+            row[col.id] = fill_for(version, col.id)
+    return row

@@ -18,9 +18,9 @@ import pyarrow.parquet as pq
 
 from backfill.codec import decode_record_key
 from backfill.codec.schema import ROWID_NAME
-from backfill.simulate.emit import write_json
-from backfill.simulate.tables import TableVersion
-from backfill.simulate.world import World
+from tidbsim.emit import write_json
+from tidbsim.tables import TableVersion
+from tidbsim.world import World
 from tidelake.conventions import COMMIT_TS
 
 INDEX_FORMAT = "tidelake.expected"

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from backfill.codec.schema import TableSchema
-from backfill.simulate.changelog import CHANGELOG_PATH, read_changelog
-from backfill.simulate.dispatch import Dispatcher
-from backfill.simulate.storage_codec import CanalJsonEncoder
-from backfill.simulate.ticdc_open import (
+from backfill.sources.ticdc.compression import check_codec, compress
+from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+from tidbsim.changelog import CHANGELOG_PATH, read_changelog
+from tidbsim.dispatch import Dispatcher
+from tidbsim.storage_codec import CanalJsonEncoder
+from tidbsim.ticdc_open import (
     FLAVORS,
     ddl_value_json,
     go_value,
@@ -45,8 +47,6 @@ from backfill.simulate.ticdc_open import (
     key_json,
     row_value_json,
 )
-from backfill.sources.ticdc.compression import check_codec, compress
-from backfill.sources.ticdc.open_protocol import RESOLVED, frame
 from tidelake.conventions import ROWID
 
 MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
@@ -436,7 +436,7 @@ __all__ = [
 def write_schema_folder(out: str | Path, dest: str | Path) -> Path:
     """The `[source.kafka] schema` folder for the simulation under ``out``: the first capture's
     tables.jsonl (the TableInfo at the changefeed's start) and every DDL job of every capture."""
-    from backfill.simulate.expected import load_index
+    from tidbsim.expected import load_index
 
     out, dest = Path(out), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backfill.codec import decode_record_key, decode_row, encode_row, record_key
-from backfill.simulate.capture import COMMIT, COMMITTED, DELETE, PREWRITE, PUT, ROLLBACK
-from backfill.simulate.coltypes import convert, name_vocabulary, random_value, respell
-from backfill.simulate.packed import pack_phys, unpack_phys
-from backfill.simulate.store import Lock
-from backfill.simulate.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
-from backfill.simulate.valuelog import ValueRef
-from backfill.simulate.world import World, decode_phys
+from tidbsim.capture import COMMIT, COMMITTED, DELETE, PREWRITE, PUT, ROLLBACK
+from tidbsim.catalog import decode_phys
+from tidbsim.coltypes import convert, name_vocabulary, random_value, respell
+from tidbsim.packed import pack_phys, unpack_phys
+from tidbsim.store import Lock
+from tidbsim.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
+from tidbsim.valuelog import ValueRef
+from tidbsim.world import World
 from tidelake.conventions import ROWID
 
 HOT_UID = 1  # the first table created: the hot one when ``hot_table_share`` asks for one

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backfill.simulate.ticdc_open import value_string
+from tidbsim.ticdc_open import value_string
 
 RULES = ("default", "table", "index-value", "rowid", "columns", "ts")
 

@@ -3,7 +3,7 @@
 TiCDC mounts each committed key change with the schema valid at ``commit_ts - 1`` (the done version when
 the transaction commits) and emits it with the row before it (old value) and after it; DDLs come at
 their finished ts. ``World.changes`` records exactly that while the simulation runs, when
-``SimulationConfig.ticdc_changelog`` asks for it; :mod:`backfill.simulate.kafka` turns the log into the
+``SimulationConfig.ticdc_changelog`` asks for it; :mod:`tidbsim.kafka` turns the log into the
 messages a changefeed publishes. Records (pickled, one after another):
 
 - ``("schema", key, db, table_info)``: a table version, written before the first row that uses it;
@@ -21,14 +21,29 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from backfill.codec import decode_record_key
 from backfill.codec.schema import ROWID_NAME
+from tidbsim.catalog import decode_phys
 
 if TYPE_CHECKING:
-    from backfill.simulate.tables import TableVersion
-    from backfill.simulate.world import World
+    from tidbsim.catalog import Catalog
+    from tidbsim.store import Store, Version
+    from tidbsim.tables import TableVersion
+
+
+class RowHistory(Protocol):
+    """What the log reads of the simulated cluster (`tidbsim.world.World`): the stored versions and the
+    row a consumer holds for one of them."""
+
+    catalog: Catalog
+    store: Store
+
+    def logical_row(
+        self, uid: int, pid: int, key: bytes, v: Version, to_index: int
+    ) -> dict[int, Any] | None: ...
+
 
 CHANGELOG_PATH = Path("ticdc") / "changes.pkl"
 
@@ -49,11 +64,16 @@ class ChangeLog:
         self.count += 1
 
     def row(
-        self, world: World, commit_ts: int, version: TableVersion, pid: int, key: bytes, put: bool, phys: Any
+        self,
+        world: RowHistory,
+        commit_ts: int,
+        version: TableVersion,
+        pid: int,
+        key: bytes,
+        put: bool,
+        phys: Any,
     ) -> None:
         """One key change of a committing transaction (called before the store holds the new version)."""
-        from backfill.simulate.world import decode_phys
-
         cat = world.catalog
         skey = (version.uid, cat.latest_index(version.uid))
         if skey not in self._schemas:

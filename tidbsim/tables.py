@@ -16,8 +16,8 @@ from functools import cached_property
 from typing import Any
 
 from backfill.codec import TableSchema
-from backfill.simulate import coltypes as ct
-from backfill.simulate.coltypes import SqlType
+from tidbsim import coltypes as ct
+from tidbsim.coltypes import SqlType
 from tidelake.conventions import ROWID
 from tidelake.sqlident import quote_ident, quote_qualified
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from backfill.codec import schema as S
 from backfill.codec.schema import ColumnSchema, TableSchema
-from backfill.simulate.ticdc_open import Float32, go_float, go_string
+from tidbsim.ticdc_open import Float32, go_float, go_string
 
 TABLE_DEFINITION_VERSION = 1
 UNSPECIFIED = -1

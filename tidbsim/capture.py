@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backfill.codec import table_span
-from backfill.simulate.regions import Region
-from backfill.simulate.store import PhysTable, Store
 from backfill.sources.kvscan.format import EventWriter
+from tidbsim.regions import Region
+from tidbsim.store import PhysTable, Store
 
 PREWRITE, COMMIT, ROLLBACK, COMMITTED, INITIALIZED, RESOLVED = (
     "PREWRITE",

@@ -9,10 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from backfill.simulate.storage_sink import StorageSink
+from tidbsim.storage_codec import EXTENSIONS, PROTOCOLS, CsvOptions
 
 DDL_KINDS: tuple[str, ...] = (
     "create_table",
@@ -34,6 +32,66 @@ stay as they were)."""
 
 COLLATIONS: tuple[str, ...] = ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8mb4_bin")
 """What `SimulationConfig.collation_tables` may name."""
+
+
+FLAVORS = ("tiflow", "ticdc")
+DATE_SEPARATORS = {"none": "", "year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d"}
+
+
+@dataclass(frozen=True)
+class StorageSink:
+    """A storage-sink changefeed's settings (TiCDC's names) and the faults to simulate."""
+
+    protocol: str = "csv"
+    flavor: str = "tiflow"
+    date_separator: str = "none"
+    enable_partition_separator: bool = True
+    file_index_width: int = 20
+    table_across_nodes: bool = False
+    dispatchers_per_table: int = 1
+    csv: CsvOptions = field(default_factory=CsvOptions)
+    enable_tidb_extension: bool = True
+    terminator: str = "\r\n"
+    output_column_id: bool = False
+    time_zone: str = "UTC"
+    flush_rows: int = 200
+    file_size: int = 64 * 1024 * 1024
+    flush_interval_s: float = 5.0
+    checkpoint_every: int = 1
+    restarts: int = 1
+    restart_new_version: bool = False
+    from_creation: bool = False
+    """Start the changefeed before the databases exist (CREATE DATABASE/TABLE schema files), not at the
+    initial snapshot ts."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"storage protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {FLAVORS}, got {self.flavor!r}")
+        if self.date_separator not in DATE_SEPARATORS:
+            raise ValueError(f"date-separator must be one of {tuple(DATE_SEPARATORS)}")
+        if not 6 <= self.file_index_width <= 20:
+            raise ValueError("file-index-width must be within [6, 20]")
+        if self.table_across_nodes and self.flavor != "ticdc":
+            raise ValueError("table_across_nodes (CDC_<dispatcher>_<n> files) is the new architecture's")
+        if self.dispatchers_per_table > 1 and not self.table_across_nodes:
+            raise ValueError("several dispatchers per table need table_across_nodes")
+        for name in ("flush_rows", "file_size", "checkpoint_every", "dispatchers_per_table"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.restarts < 0 or self.flush_interval_s <= 0:
+            raise ValueError("restarts must not be negative and flush_interval_s must be positive")
+
+    @property
+    def extension(self) -> str:
+        return EXTENSIONS[self.protocol]
+
+    @property
+    def column_elems(self) -> bool:
+        """The new architecture's schema files list ENUM/SET elements (``ColumnElems``)."""
+        return self.flavor == "ticdc"
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,15 @@ wait for open writes to drain. The done job carries the final TableInfo and ``bi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from backfill.codec import decode_record_key, record_key, table_span
-from backfill.simulate import coltypes as ct
-from backfill.simulate.capture import COMMITTED, PUT
-from backfill.simulate.catalog import NO_CHANGE, Transform, fill_for
-from backfill.simulate.tables import (
+from tidbsim import coltypes as ct
+from tidbsim.capture import COMMITTED, PUT
+from tidbsim.catalog import NO_CHANGE, Transform, fill_for
+from tidbsim.tables import (
     ADD_COLUMN_MENU,
     DELETE_ONLY,
     DELETE_REORG,
@@ -35,8 +36,8 @@ from backfill.simulate.tables import (
     build_table,
     modification,
 )
-from backfill.simulate.txns import Workload
-from backfill.simulate.world import World
+from tidbsim.txns import Workload
+from tidbsim.world import World
 from tidelake.sqlident import quote_ident
 
 ACTION = {
@@ -299,206 +300,230 @@ class DdlRunner:
         return f"{base}_{suffix}{self._names}"
 
     def _plan(self, kind: str) -> DdlJob | None:
+        """A job of `kind` on a randomly chosen eligible table (None: no table fits it now)."""
         w = self.w
-        rng = w.rng
         job_id = w.ids.take()[0]
         if kind == "create_table":
-            tmpl = TEMPLATES[rng.randrange(len(TEMPLATES))]
-            uid = w.next_uid
-            w.next_uid += 1
-            ids = w.ids.take(1 + tmpl.partitions)
-            v = build_table(
-                tmpl,
-                uid=uid,
-                name=self._fresh_name(tmpl.name, "n"),
-                ids=ids,
-                partition_width=partition_width(w.cfg.rows, tmpl.partitions),
-                update_ts=0,
-            )
-            return DdlJob(
-                job_id, kind, uid, v.db, v.name, v.table_id, v.create_sql(), [v.create_sql(mysql=True)], v
-            )
+            return self._plan_create_table(job_id)
         if kind == "exchange_partition":
             return self._plan_exchange(job_id)
-        partitioned = True if kind.endswith("_partition") else None
-        cands = self._eligible(partitioned=partitioned)
+        planner = _TABLE_PLANNERS.get(kind)
+        if planner is None:
+            raise ValueError(f"unknown DDL kind {kind}")
+        cands = self._eligible(partitioned=True if kind.endswith("_partition") else None)
         if kind == "drop_table":
             cands = [d for d in cands if d.partition is None] if len(w.catalog.done) > 3 else []
         if not cands:
             return None
-        d = rng.choice(cands)
-        q = d.qualified
+        d = w.rng.choice(cands)
         base = _JobIdentity(id=job_id, kind=kind, uid=d.uid, db=d.db, table_name=d.name, table_id=d.table_id)
-        non_pk = [c for c in d.public if not c.pk]
+        return planner(self, base, d)
 
-        if kind == "drop_table":
-            info = dict(d.table_info(), state=NONE)
-            sql = f"DROP TABLE {q}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=None,
-                binlog_info=info,
-                final_state=NONE,
-                steps=[d, d],
-                destructive=True,
-                drop_pids=d.physical_ids,
+    def _plan_create_table(self, job_id: int) -> DdlJob:
+        w = self.w
+        tmpl = TEMPLATES[w.rng.randrange(len(TEMPLATES))]
+        uid = w.next_uid
+        w.next_uid += 1
+        ids = w.ids.take(1 + tmpl.partitions)
+        v = build_table(
+            tmpl,
+            uid=uid,
+            name=self._fresh_name(tmpl.name, "n"),
+            ids=ids,
+            partition_width=partition_width(w.cfg.rows, tmpl.partitions),
+            update_ts=0,
+        )
+        return DdlJob(
+            job_id,
+            "create_table",
+            uid,
+            v.db,
+            v.name,
+            v.table_id,
+            v.create_sql(),
+            [v.create_sql(mysql=True)],
+            v,
+        )
+
+    def _plan_drop_table(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        sql = f"DROP TABLE {d.qualified}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=None,
+            binlog_info=dict(d.table_info(), state=NONE),
+            final_state=NONE,
+            steps=[d, d],
+            destructive=True,
+            drop_pids=d.physical_ids,
+        )
+
+    def _plan_truncate_table(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        ids = self.w.ids.take(1 + (len(d.partition.defs) if d.partition else 0))
+        part = None
+        if d.partition:
+            part = replace(
+                d.partition,
+                defs=tuple(replace(p, id=i) for p, i in zip(d.partition.defs, ids[1:], strict=True)),
             )
-        if kind == "truncate_table":
-            ids = w.ids.take(1 + (len(d.partition.defs) if d.partition else 0))
-            part = None
-            if d.partition:
-                part = replace(
-                    d.partition,
-                    defs=tuple(replace(p, id=i) for p, i in zip(d.partition.defs, ids[1:], strict=True)),
-                )
-            final = replace(d, table_id=ids[0], partition=part)
-            sql = f"TRUNCATE TABLE {q}"
-            return DdlJob(
-                **base, query=sql, mysql=[sql], final=final, destructive=True, drop_pids=d.physical_ids
-            )
-        if kind == "rename_table":
-            final = replace(d, name=self._fresh_name(d.name, "v"))
-            sql = f"RENAME TABLE {q} TO {final.qualified}"
-            return DdlJob(**base, query=sql, mysql=[sql], final=final)
-        if kind == "add_column":
-            t, default = ADD_COLUMN_MENU[rng.randrange(len(ADD_COLUMN_MENU))]
-            self._names += 1
-            col = ColumnDef(d.max_col_id + 1, f"added_{self._names}", t, nullable=False, default=default)
-            final = replace(d, columns=(*d.columns, col), max_col_id=col.id)
-            steps = [
-                replace(d, columns=(*d.columns, replace(col, state=s, role="adding")), max_col_id=col.id)
-                for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
-            ]
-            sql = f"ALTER TABLE {q} ADD COLUMN {col.sql()}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=final,
-                steps=steps,
-                transform=Transform("add", col.id, value=fill_for(final, col.id)),
-            )
-        if kind == "drop_column":
-            if len(non_pk) < 3:
-                return None
-            col = rng.choice(non_pk)
-            rest = tuple(c for c in d.columns if c.id != col.id)
-            steps = [
-                replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
-                for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)
-            ]
-            sql = f"ALTER TABLE {q} DROP COLUMN {quote_ident(col.name)}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=replace(d, columns=rest),
-                steps=steps,
-                transform=Transform("drop", col.id),
-                final_state=NONE,
-            )
-        if kind == "modify_column":
-            options = [(c, m) for c in non_pk if (m := modification(c.type)) is not None]
-            if not options:
-                return None
-            col, (new_type, reorg) = rng.choice(options)
-            default = (
-                col.default if col.default is NO_DEFAULT else ct.convert(col.default, col.type, new_type)
-            )
-            if not reorg:
-                new = replace(col, type=new_type, default=default)
-                final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
-                sql = f"ALTER TABLE {q} MODIFY COLUMN {new.sql()}"
-                return DdlJob(**base, query=sql, mysql=[sql], final=final)
-            new_id = d.max_col_id + 1
-            offset = d.columns.index(col)
-            changing = ColumnDef(
-                new_id,
-                f"_Col$_{col.name}_0",
-                new_type,
-                nullable=col.nullable,
-                default=default,
-                role="changing",
-                source_id=col.id,
-                dependency_offset=offset,
-            )
-            steps = [
-                replace(d, columns=(*d.columns, replace(changing, state=s)), max_col_id=new_id)
-                for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
-            ]
-            new = ColumnDef(new_id, col.name, new_type, nullable=col.nullable, default=default)
-            final = replace(
-                d, columns=tuple(new if c.id == col.id else c for c in d.columns), max_col_id=new_id
-            )
-            sql = f"ALTER TABLE {q} MODIFY COLUMN {new.sql()}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=final,
-                steps=steps,
-                transform=Transform("remap", col.id, new_id, old_type=col.type, new_type=new_type),
-            )
-        if kind == "rename_column":
-            col = rng.choice(non_pk)
-            new = replace(col, name=self._fresh_name(col.name, "r"))
+        final = replace(d, table_id=ids[0], partition=part)
+        sql = f"TRUNCATE TABLE {d.qualified}"
+        return DdlJob(**base, query=sql, mysql=[sql], final=final, destructive=True, drop_pids=d.physical_ids)
+
+    def _plan_rename_table(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        final = replace(d, name=self._fresh_name(d.name, "v"))
+        sql = f"RENAME TABLE {d.qualified} TO {final.qualified}"
+        return DdlJob(**base, query=sql, mysql=[sql], final=final)
+
+    def _plan_add_column(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        t, default = ADD_COLUMN_MENU[self.w.rng.randrange(len(ADD_COLUMN_MENU))]
+        self._names += 1
+        col = ColumnDef(d.max_col_id + 1, f"added_{self._names}", t, nullable=False, default=default)
+        final = replace(d, columns=(*d.columns, col), max_col_id=col.id)
+        steps = [
+            replace(d, columns=(*d.columns, replace(col, state=s, role="adding")), max_col_id=col.id)
+            for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
+        ]
+        sql = f"ALTER TABLE {d.qualified} ADD COLUMN {col.sql()}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=final,
+            steps=steps,
+            transform=Transform("add", col.id, value=fill_for(final, col.id)),
+        )
+
+    def _plan_drop_column(self, base: _JobIdentity, d: TableVersion) -> DdlJob | None:
+        non_pk = [c for c in d.public if not c.pk]
+        if len(non_pk) < 3:
+            return None
+        col = self.w.rng.choice(non_pk)
+        rest = tuple(c for c in d.columns if c.id != col.id)
+        steps = [
+            replace(d, columns=(*rest, replace(col, state=s, role="dropping")))
+            for s in (WRITE_ONLY, DELETE_ONLY, DELETE_REORG)
+        ]
+        sql = f"ALTER TABLE {d.qualified} DROP COLUMN {quote_ident(col.name)}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=replace(d, columns=rest),
+            steps=steps,
+            transform=Transform("drop", col.id),
+            final_state=NONE,
+        )
+
+    def _plan_modify_column(self, base: _JobIdentity, d: TableVersion) -> DdlJob | None:
+        """A type change: in place when the stored values stay valid, else through a changing column that
+        the reorg fills (TiDB's `_Col$_<name>_0`) and that then takes the old column's name."""
+        options = [(c, m) for c in d.public if not c.pk and (m := modification(c.type)) is not None]
+        if not options:
+            return None
+        col, (new_type, reorg) = self.w.rng.choice(options)
+        default = col.default if col.default is NO_DEFAULT else ct.convert(col.default, col.type, new_type)
+        if not reorg:
+            new = replace(col, type=new_type, default=default)
             final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
-            sql = f"ALTER TABLE {q} RENAME COLUMN {quote_ident(col.name)} TO {quote_ident(new.name)}"
+            sql = f"ALTER TABLE {d.qualified} MODIFY COLUMN {new.sql()}"
             return DdlJob(**base, query=sql, mysql=[sql], final=final)
+        new_id = d.max_col_id + 1
+        changing = ColumnDef(
+            new_id,
+            f"_Col$_{col.name}_0",
+            new_type,
+            nullable=col.nullable,
+            default=default,
+            role="changing",
+            source_id=col.id,
+            dependency_offset=d.columns.index(col),
+        )
+        steps = [
+            replace(d, columns=(*d.columns, replace(changing, state=s)), max_col_id=new_id)
+            for s in (DELETE_ONLY, WRITE_ONLY, WRITE_REORG)
+        ]
+        new = ColumnDef(new_id, col.name, new_type, nullable=col.nullable, default=default)
+        final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns), max_col_id=new_id)
+        sql = f"ALTER TABLE {d.qualified} MODIFY COLUMN {new.sql()}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=final,
+            steps=steps,
+            transform=Transform("remap", col.id, new_id, old_type=col.type, new_type=new_type),
+        )
+
+    def _plan_rename_column(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        col = self.w.rng.choice([c for c in d.public if not c.pk])
+        new = replace(col, name=self._fresh_name(col.name, "r"))
+        final = replace(d, columns=tuple(new if c.id == col.id else c for c in d.columns))
+        sql = f"ALTER TABLE {d.qualified} RENAME COLUMN {quote_ident(col.name)} TO {quote_ident(new.name)}"
+        return DdlJob(**base, query=sql, mysql=[sql], final=final)
+
+    def _plan_add_partition(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        w = self.w
         assert d.partition is not None
         part = d.partition
-        if kind == "add_partition":
-            top = max(p.less_than for p in part.defs)
-            n = 1 + max(int(p.name[1:]) for p in part.defs)
-            new_def = PartitionDef(w.ids.take()[0], f"p{n}", top + partition_width(w.cfg.rows, 3))
-            final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
-            steps = [replace(d, partition=replace(part, adding=(new_def,)))]
-            sql = (
-                f"ALTER TABLE {q} ADD PARTITION (PARTITION {quote_ident(new_def.name)} VALUES LESS THAN "
-                f"({new_def.less_than}))"
-            )
-            return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
-        victim = rng.choice(part.defs)
-        if kind == "drop_partition":
-            if len(part.defs) < 2:
-                return None
-            kept = tuple(p for p in part.defs if p.id != victim.id)
-            final = replace(d, partition=replace(part, defs=kept))
-            steps = [replace(d, partition=replace(part, defs=kept, dropping=(victim,)))]
-            sql = f"ALTER TABLE {q} DROP PARTITION {quote_ident(victim.name)}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=final,
-                steps=steps,
-                destructive=True,
-                frozen_pids=frozenset({victim.id}),
-                drop_pids=(victim.id,),
-            )
-        if kind == "truncate_partition":
-            fresh = replace(victim, id=w.ids.take()[0])
-            final = replace(
-                d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p for p in part.defs))
-            )
-            sql = f"ALTER TABLE {q} TRUNCATE PARTITION {quote_ident(victim.name)}"
-            return DdlJob(
-                **base,
-                query=sql,
-                mysql=[sql],
-                final=final,
-                destructive=True,
-                frozen_pids=frozenset({victim.id}),
-                drop_pids=(victim.id,),
-            )
-        if kind == "reorganize_partition":
-            return self._plan_reorganize(base, d, part)
-        raise ValueError(f"unknown DDL kind {kind}")
+        top = max(p.less_than for p in part.defs)
+        n = 1 + max(int(p.name[1:]) for p in part.defs)
+        new_def = PartitionDef(w.ids.take()[0], f"p{n}", top + partition_width(w.cfg.rows, 3))
+        final = replace(d, partition=replace(part, defs=(*part.defs, new_def)))
+        steps = [replace(d, partition=replace(part, adding=(new_def,)))]
+        sql = (
+            f"ALTER TABLE {d.qualified} ADD PARTITION (PARTITION {quote_ident(new_def.name)} VALUES LESS THAN "
+            f"({new_def.less_than}))"
+        )
+        return DdlJob(**base, query=sql, mysql=[sql], final=final, steps=steps)
 
-    def _plan_reorganize(self, base: _JobIdentity, d: TableVersion, part: Partitioning) -> DdlJob | None:
+    def _victim(self, d: TableVersion) -> tuple[Partitioning, PartitionDef]:
+        """The table's partitioning and one of its partitions at random. Every partition DDL but ADD draws
+        it, also REORGANIZE, which picks its own: the random stream, and so a seed's workload, stays as
+        it was."""
+        assert d.partition is not None
+        return d.partition, self.w.rng.choice(d.partition.defs)
+
+    def _plan_drop_partition(self, base: _JobIdentity, d: TableVersion) -> DdlJob | None:
+        part, victim = self._victim(d)
+        if len(part.defs) < 2:
+            return None
+        kept = tuple(p for p in part.defs if p.id != victim.id)
+        final = replace(d, partition=replace(part, defs=kept))
+        steps = [replace(d, partition=replace(part, defs=kept, dropping=(victim,)))]
+        sql = f"ALTER TABLE {d.qualified} DROP PARTITION {quote_ident(victim.name)}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=final,
+            steps=steps,
+            destructive=True,
+            frozen_pids=frozenset({victim.id}),
+            drop_pids=(victim.id,),
+        )
+
+    def _plan_truncate_partition(self, base: _JobIdentity, d: TableVersion) -> DdlJob:
+        part, victim = self._victim(d)
+        fresh = replace(victim, id=self.w.ids.take()[0])
+        final = replace(
+            d, partition=replace(part, defs=tuple(fresh if p.id == victim.id else p for p in part.defs))
+        )
+        sql = f"ALTER TABLE {d.qualified} TRUNCATE PARTITION {quote_ident(victim.name)}"
+        return DdlJob(
+            **base,
+            query=sql,
+            mysql=[sql],
+            final=final,
+            destructive=True,
+            frozen_pids=frozenset({victim.id}),
+            drop_pids=(victim.id,),
+        )
+
+    def _plan_reorganize_partition(self, base: _JobIdentity, d: TableVersion) -> DdlJob | None:
         """Merge two adjacent partitions into one, or split one in two, under new partition ids."""
+        part, _ = self._victim(d)
         w, rng = self.w, self.w.rng
         defs = sorted(part.defs, key=lambda p: p.less_than)
         n = 1 + max(int(p.name[1:]) for p in part.defs)
@@ -594,3 +619,19 @@ class DdlRunner:
 def partition_width(rows: int, partitions: int) -> int:
     """Id range per partition: wide enough that the seeded rows spread without running out of ids."""
     return max(1000, 4 * rows // max(1, partitions))
+
+
+# The planner of each DDL kind that changes an existing table, after `_plan` chose the table.
+_TABLE_PLANNERS: dict[str, Callable[[DdlRunner, _JobIdentity, TableVersion], DdlJob | None]] = {
+    "drop_table": DdlRunner._plan_drop_table,
+    "truncate_table": DdlRunner._plan_truncate_table,
+    "rename_table": DdlRunner._plan_rename_table,
+    "add_column": DdlRunner._plan_add_column,
+    "drop_column": DdlRunner._plan_drop_column,
+    "modify_column": DdlRunner._plan_modify_column,
+    "rename_column": DdlRunner._plan_rename_column,
+    "add_partition": DdlRunner._plan_add_partition,
+    "drop_partition": DdlRunner._plan_drop_partition,
+    "truncate_partition": DdlRunner._plan_truncate_partition,
+    "reorganize_partition": DdlRunner._plan_reorganize_partition,
+}

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
-from backfill.simulate.coltypes import time_text
+from tidbsim.coltypes import time_text
 from tidelake.sqlident import quote_ident as _q
 
 

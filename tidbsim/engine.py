@@ -14,17 +14,17 @@ import time
 from typing import Any
 
 from backfill.codec import table_span
-from backfill.simulate.capture import Capture
-from backfill.simulate.changelog import CHANGELOG_PATH, ChangeLog
-from backfill.simulate.config import ScanSummary, SimulationConfig, SimulationResult
-from backfill.simulate.ddl import DdlRunner, partition_width
-from backfill.simulate.expected import write_expected, write_index
-from backfill.simulate.rng import SimRandom
-from backfill.simulate.store import Store
-from backfill.simulate.tables import TEMPLATES, build_table, collation_template
-from backfill.simulate.txns import Txn, Workload
-from backfill.simulate.world import OpLog, World
 from backfill.sources.kvscan import format as kvscan
+from tidbsim.capture import Capture
+from tidbsim.changelog import CHANGELOG_PATH, ChangeLog
+from tidbsim.config import ScanSummary, SimulationConfig, SimulationResult
+from tidbsim.ddl import DdlRunner, partition_width
+from tidbsim.expected import write_expected, write_index
+from tidbsim.rng import SimRandom
+from tidbsim.store import Store
+from tidbsim.tables import TEMPLATES, build_table, collation_template
+from tidbsim.txns import Txn, Workload
+from tidbsim.world import OpLog, World
 from tidelake.sqlident import quote_ident
 from tidelake.tso import compose_ts
 
@@ -144,13 +144,13 @@ class Engine:
         if self.w.changes is not None:
             self.w.changes.close()
         for sink in cfg.storage_sinks:
-            from backfill.simulate.storage_sink import write_storage_sink
+            from tidbsim.storage_sink import write_storage_sink
 
             write_storage_sink(cfg.out, sink)
         applied = False
         if self.w.oplog is not None:
             self.w.oplog.close()
-            from backfill.simulate.mysql_apply import apply_ops, parse_mysql_url
+            from tidbsim.mysql_apply import apply_ops, parse_mysql_url
 
             assert cfg.mysql_url is not None
             apply_ops(parse_mysql_url(cfg.mysql_url), DATABASES, self.w.oplog.read(), self.resolved)

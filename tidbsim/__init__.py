@@ -4,14 +4,14 @@
 contract) and ``<out>/expected/`` (what a correct consumer holds after each scan of the chain), and with
 ``mysql_url`` replays the same history into a real MariaDB/MySQL; with ``storage_sinks`` it writes the
 folders TiCDC storage-sink changefeeds (CSV, canal-json) would write, ``<out>/storage/<protocol>/``
-(:mod:`backfill.simulate.storage_sink`). Deterministic for a seed.
+(:mod:`tidbsim.storage_sink`). Deterministic for a seed.
 """
 
-from backfill.simulate.config import DDL_KINDS, ScanSummary, SimulationConfig, SimulationResult
-from backfill.simulate.engine import simulate
-from backfill.simulate.expected import load_expected, load_index
-from backfill.simulate.storage_codec import CsvOptions
-from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
+from tidbsim.config import DDL_KINDS, ScanSummary, SimulationConfig, SimulationResult, StorageSink
+from tidbsim.engine import simulate
+from tidbsim.expected import load_expected, load_index
+from tidbsim.storage_codec import CsvOptions
+from tidbsim.storage_sink import storage_sink_flushes, write_storage_sink
 
 __all__ = [
     "DDL_KINDS",

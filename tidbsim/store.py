@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from backfill.simulate.packed import unpack_phys
-from backfill.simulate.valuelog import ValueLog, ValueRef, join_ref, split_ref
+from tidbsim.packed import unpack_phys
+from tidbsim.valuelog import ValueLog, ValueRef, join_ref, split_ref
 
 _RECORD = struct.Struct("<QQQQIQIB")
 """One version: commit ts, start ts, seq, its value's and its column map's refs (as place and length; a

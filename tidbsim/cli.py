@@ -9,10 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from backfill.simulate.config import SimulationConfig, SimulationResult
-from backfill.simulate.engine import simulate
-from backfill.simulate.kafka import Changefeed, changefeed_messages, publish
-from backfill.simulate.storage_sink import StorageSink
+from tidbsim.config import SimulationConfig, SimulationResult, StorageSink
+from tidbsim.engine import simulate
+from tidbsim.kafka import Changefeed, changefeed_messages, publish
 from tidelake.errors import ConfigError, TidelakeError
 from tidelake.output import emit
 from tidelake.tso import format_ts

@@ -16,15 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from backfill.codec import ZERO_TIME, decode_row
-from backfill.simulate.capture import Capture, Row
-from backfill.simulate.catalog import Catalog, IdAllocator, fill_for
-from backfill.simulate.changelog import ChangeLog
-from backfill.simulate.config import SimulationConfig
-from backfill.simulate.regions import RegionMap
-from backfill.simulate.store import Store, Version
-from backfill.simulate.tables import TableVersion
-from backfill.simulate.tso import Oracle
+from backfill.codec import decode_row
+from tidbsim.capture import Capture, Row
+from tidbsim.catalog import Catalog, IdAllocator, decode_phys
+from tidbsim.changelog import ChangeLog
+from tidbsim.config import SimulationConfig
+from tidbsim.regions import RegionMap
+from tidbsim.store import Store, Version
+from tidbsim.tso import Oracle
 
 
 class OpLog:
@@ -59,18 +58,6 @@ class OpLog:
                     yield up.load()
                 except EOFError:
                     return
-
-
-def decode_phys(version: TableVersion, phys: dict[int, Any]) -> dict[int, Any]:
-    """A stored column map read with ``version``: its public columns, absent ones filled."""
-    row: dict[int, Any] = {}
-    for col in version.schema.columns:
-        if col.id in phys:
-            v = phys[col.id]
-            row[col.id] = None if v is ZERO_TIME else v
-        else:
-            row[col.id] = fill_for(version, col.id)
-    return row
 
 
 @dataclass

@@ -9,7 +9,7 @@ marked as updates. Canal-json mirrors ``canal_json_row_event_encoder.go``: every
 ISO-8859-1, ENUM as its index and SET as its bit mask, as the mounter hands them over), ``sqlType`` the
 java.sql type codes with canal's unsigned promotion, ``mysqlType`` TiDB's type names, and
 ``_tidb.commitTs``. Values come from the codec's value domain and go through the mounter's forms
-(:func:`backfill.simulate.ticdc_open.go_value`).
+(:func:`tidbsim.ticdc_open.go_value`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 
 from backfill.codec import schema as S
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
-from backfill.simulate.storage_schema import type_to_str
-from backfill.simulate.ticdc_open import Float32, go_string, go_value, time_text
+from tidbsim.storage_schema import type_to_str
+from tidbsim.ticdc_open import Float32, go_string, go_value, time_text
 
 K = ColumnKind
 PROTOCOLS = ("csv", "canal-json")
