@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from backfill.sources import load_backfill_config
 from tidelake.cli import IntervalOption, LogFormatOption, NotBuiltYet, QuietOption, configure_output, run_app
-from tidelake.config import TidelakeConfig, load_config
+from tidelake.config import TidelakeConfig
 from tidelake.errors import ConfigError
 from tidelake.output import DEFAULT_INTERVAL, emit, progress
 from tidelake.spark import session_for
@@ -55,7 +56,7 @@ def run(
     from backfill.run import run_backfill
 
     configure_output(quiet, log_format, progress_interval)
-    settings = load_config(config)
+    settings = load_backfill_config(config)
     emit(
         _with_session(settings, "backfill", lambda spark: run_backfill(spark, settings, until_ts=until_ts)),
         as_json,
@@ -68,7 +69,7 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     """Show each target table's checkpoint ts (and its UTC time) and its lag behind the newest ts the source holds."""
     from backfill.status import table_status
 
-    settings = load_config(config)
+    settings = load_backfill_config(config)
     emit(_with_session(settings, "status", lambda spark: table_status(spark, settings)), as_json)
     return 0
 
@@ -96,7 +97,7 @@ def snapshot(
         raise typer.BadParameter("give exactly one of --at TS and --latest")
     if at is not None and at < 0:
         raise typer.BadParameter(f"--at must be a TSO (non-negative), got {at}")
-    settings = load_config(config)
+    settings = load_backfill_config(config)
     result = _with_session(
         settings, "snapshot", lambda spark: take_snapshot(spark, settings, at, register=register)
     )
@@ -122,7 +123,7 @@ def maintain(
     """OPTIMIZE (clustering or Z-order by key), purge deletion vectors, VACUUM and checkpoint each table."""
     from backfill.maintain import maintain as maintain_tables
 
-    settings = load_config(config)
+    settings = load_backfill_config(config)
     result = _with_session(
         settings, "maintain",
         lambda spark: maintain_tables(spark, settings, patterns=table or (), retention_hours=retention_hours),
@@ -147,7 +148,7 @@ def demo(
     from backfill.demo import run_demo
 
     configure_output(quiet, log_format, progress_interval)
-    settings = load_config(config)
+    settings = load_backfill_config(config)
     result = _with_session(settings, "demo", lambda spark: run_demo(spark, settings, on_s3=s3))
     emit(result, as_json)
     return result.exit_code

@@ -146,14 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data ready in {time.perf_counter() - started:.1f}s: {args.data}", flush=True)
 
     from backfill.run import run_backfill
-    from tidelake.config import (
-        JobConfig,
-        SourceConfig,
-        SparkConfig,
-        StorageSourceConfig,
-        TargetConfig,
-        TidelakeConfig,
-    )
+    from backfill.sources.storage.settings import StorageSourceConfig
+    from tidelake.config import JobConfig, SourceConfig, SparkConfig, TargetConfig, TidelakeConfig
     from tidelake.spark import build_session
 
     spark = build_session(
@@ -173,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                     source=SourceConfig(
                         str((args.data / protocol).resolve()),
                         "ticdc-storage",
-                        StorageSourceConfig(protocol=protocol),
+                        settings=StorageSourceConfig(protocol=protocol),
                     ),
                     target=TargetConfig(str(Path(work) / "wh")),
                     job=JobConfig("bench"),

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from tidelake.configload import Secret, load_dataclass
 from tidelake.errors import ConfigError
@@ -45,109 +45,79 @@ class JobConfig:
         return app_id(self.name)
 
 
-_TIME_ZONE_OFFSET = re.compile(r"^[+-]\d{2}:\d{2}$")
+_SOURCE_KEYS = ("path", "kind", "verify_checksums")  # [source]'s own keys; the rest are the kinds' tables
 
 
-@dataclass(frozen=True)
-class KafkaSourceConfig:
-    """A TiCDC changefeed's Kafka topic (`source.kind = "ticdc-kafka"`), read in batches by offsets."""
+class SourceKind(Protocol):
+    """What the config loader needs of a source kind; the product registers them
+    (`backfill/sources/registry.py`, docs/architecture.md "Adding a source"). The runtime knows none."""
 
-    bootstrap_servers: str
-    topic: str | None = None
-    topic_pattern: str | None = None  # a Java regex; the matching topics are read together
-    protocol: Literal["open-protocol", "canal-json"] = (
-        "open-protocol"  # canal-json: with enable-tidb-extension
-    )
-    # The changefeed's `large-message-handle-compression`: row and DDL values are compressed with it.
-    compression: Literal["none", "snappy", "lz4"] = "none"
-    time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it
-    # A folder with tables.jsonl (+ ddl_jobs.jsonl), as in a kv-scan capture's schema/: exact types, ENUM
-    # and SET names. Without it the schema is inferred from the messages (README: what is lost).
-    schema: str | None = None
-    # Extra Kafka consumer settings (security.protocol, sasl.*, ...), given to Spark as `kafka.<name>`.
-    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    timeout_seconds: int = 30  # for metadata and offset requests to the brokers
+    @property
+    def name(self) -> str: ...  # the `source.kind` value
 
-    def __post_init__(self) -> None:
-        if not self.bootstrap_servers.strip():
-            raise ValueError("bootstrap_servers must name at least one host:port")
-        if (self.topic is None) == (self.topic_pattern is None):
-            raise ValueError("give exactly one of topic and topic_pattern")
-        if self.topic_pattern is not None:
-            try:
-                re.compile(self.topic_pattern)
-            except re.error as exc:
-                raise ValueError(f"topic_pattern {self.topic_pattern!r}: {exc}") from None
-        if not _TIME_ZONE_OFFSET.match(self.time_zone):
-            import zoneinfo
+    @property
+    def table(self) -> str | None: ...  # the `[source.<table>]` of its settings; None: it has none
 
-            try:
-                zoneinfo.ZoneInfo(self.time_zone)
-            except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-                raise ValueError(f"time_zone {self.time_zone!r} is not a zone name or +HH:MM") from None
-        if self.timeout_seconds < 1:
-            raise ValueError(f"timeout_seconds must be at least 1, got {self.timeout_seconds}")
-        for name in self.options:
-            if name.startswith("kafka."):
-                raise ValueError(f"options: give {name!r} without the 'kafka.' prefix")
+    @property
+    def settings(self) -> type[Any] | None: ...  # the frozen dataclass that table is parsed into
 
-    def __repr__(self) -> str:  # options may hold credentials (sasl.jaas.config)
-        where = self.topic if self.topic is not None else f"/{self.topic_pattern}/"
-        return f"KafkaSourceConfig(bootstrap_servers={self.bootstrap_servers!r}, topic={where!r})"
-
-
-@dataclass(frozen=True)
-class StorageSourceConfig:
-    """How a TiCDC storage sink wrote its folder (`source.kind = "ticdc-storage"`): the changefeed's
-    `protocol`, `[sink]` and `[sink.csv]` settings, with `_` for `-`. CSV must carry commit ts."""
-
-    protocol: Literal["csv", "canal-json"] = "csv"
-    date_separator: Literal["none", "year", "month", "day"] = "day"
-    terminator: str = "\r\n"
-    # The changefeed's time zone: TIMESTAMP values are printed in it (a name like Asia/Shanghai, or +08:00).
-    time_zone: str = "UTC"
-    delimiter: str = ","
-    quote: str = '"'
-    null: str = "\\N"
-    binary_encoding: Literal["base64", "hex"] = "base64"
-    output_field_header: bool = False
-    include_commit_ts: bool = True
-    output_old_value: bool = False
-    output_handle_key: bool = False
-
-    def __post_init__(self) -> None:
-        if self.protocol == "csv":
-            self.csv_options()  # validates the CSV settings (ConfigError naming the option)
-
-    def csv_options(self) -> Any:
-        from backfill.sources.ticdc.csv_format import CsvOptions
-
-        return CsvOptions(
-            delimiter=self.delimiter, quote=self.quote, null=self.null, terminator=self.terminator,
-            binary_encoding=self.binary_encoding, header=self.output_field_header,
-            include_commit_ts=self.include_commit_ts, output_old_value=self.output_old_value,
-            output_handle_key=self.output_handle_key,
-        )  # fmt: skip
+    @property
+    def needs_path(self) -> bool: ...  # reads a folder: `source.path` must be set
 
 
 @dataclass(frozen=True)
 class SourceConfig:
-    """Where the change data is: a folder (any Hadoop file system URI) of incremental-scan captures
-    (`kv-scan`), a TiCDC storage sink's prefix (`ticdc-storage`, options in `[source.storage]`), or a
-    TiCDC changefeed's Kafka topic (`ticdc-kafka`, `[source.kafka]`)."""
+    """Where the change data is (`[source]`). `kind` names a source kind the backfill registers (kv-scan
+    captures, a TiCDC storage sink's prefix, a TiCDC Kafka topic); `path` is its folder, any Hadoop file
+    system URI, for the kinds that read one. A kind's own settings (`[source.storage]`, `[source.kafka]`)
+    are kept as written in `tables` until the loader is given the registered kinds
+    (`load_config(..., source_kinds=...)`); it then checks every such table and parses the chosen kind's
+    into `settings`, an instance of the class that kind registered (None: it has no settings)."""
 
     path: str = ""
-    kind: Literal["kv-scan", "ticdc-storage", "ticdc-kafka"] = "kv-scan"
-    storage: StorageSourceConfig = field(default_factory=StorageSourceConfig)
-    kafka: KafkaSourceConfig | None = None
+    kind: str = "kv-scan"
     # Row values that carry TiDB's row checksum (v7.1+) must match it; a mismatch is a data error.
     verify_checksums: bool = True
+    tables: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    settings: Any = None
 
-    def __post_init__(self) -> None:
-        if self.kind == "ticdc-kafka" and self.kafka is None:
-            raise ValueError('kind = "ticdc-kafka" needs a [source.kafka] table')
-        if self.kind != "ticdc-kafka" and not self.path:
-            raise ValueError(f"kind = {self.kind!r} needs a path")
+
+def parse_source_settings(
+    source: SourceConfig, kinds: Mapping[str, SourceKind], environ: Mapping[str, str] | None = None
+) -> SourceConfig:
+    """`source` with its kind checked against the registered `kinds`, every `[source.<table>]` parsed by
+    the class its kind registered, and the chosen kind's settings in `settings` (ConfigError naming the
+    key otherwise)."""
+    if source.kind not in kinds:
+        raise ConfigError(
+            f"source.kind: {source.kind!r} is not a valid choice; valid choices: {', '.join(sorted(kinds))}"
+        )
+    by_table = {k.table: k for k in kinds.values() if k.table is not None and k.settings is not None}
+    unknown = sorted(set(source.tables) - set(by_table))
+    if unknown:
+        plural = "s" if len(unknown) > 1 else ""
+        raise ConfigError(
+            f"source: unknown key{plural} {', '.join(map(repr, unknown))}; "
+            f"valid keys: {', '.join(sorted([*_SOURCE_KEYS, *by_table]))}"
+        )
+    parsed = {
+        table: load_dataclass(by_table[table].settings, value, f"source.{table}", environ)  # type: ignore[arg-type]
+        for table, value in source.tables.items()
+    }
+    kind = kinds[source.kind]
+    if kind.needs_path and not source.path:
+        raise ConfigError(f"source: kind = {source.kind!r} needs a path")
+    settings = None
+    if kind.table is not None and kind.settings is not None:
+        settings = parsed.get(kind.table)
+        if settings is None:
+            try:
+                settings = load_dataclass(kind.settings, {}, f"source.{kind.table}", environ)
+            except ConfigError:
+                raise ConfigError(
+                    f"source: kind = {source.kind!r} needs a [source.{kind.table}] table"
+                ) from None
+    return replace(source, settings=settings)
 
 
 _FILE_SIZE = re.compile(r"^\d+\s*(b|kb|mb|gb)?$", re.IGNORECASE)
@@ -416,8 +386,14 @@ class TidelakeConfig:
     demo: DemoConfig = field(default_factory=DemoConfig)
 
 
-def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> TidelakeConfig:
-    """Read and validate a config file (the embedded demo config when `path` is None)."""
+def load_config(
+    path: str | Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    source_kinds: Mapping[str, SourceKind] | None = None,
+) -> TidelakeConfig:
+    """Read and validate a config file (the embedded demo config when `path` is None). With the registered
+    `source_kinds` (the backfill's commands pass them) the source's kind and settings are checked and
+    parsed too; without them (reconcile reads no source) its tables are kept as written."""
     file = Path(path) if path is not None else DEFAULT_CONFIG
     try:
         text = file.read_text(encoding="utf-8")
@@ -428,6 +404,32 @@ def load_config(path: str | Path | None = None, environ: Mapping[str, str] | Non
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
     try:
-        return load_dataclass(TidelakeConfig, data, "", environ)
+        return config_from_toml(data, environ, source_kinds)
     except ConfigError as exc:
         raise ConfigError(f"{file}: {exc}") from None
+
+
+def config_from_toml(
+    data: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    source_kinds: Mapping[str, SourceKind] | None = None,
+) -> TidelakeConfig:
+    """The config of a parsed TOML document (`load_config` without the file)."""
+    source = data.get("source")
+    tables: dict[str, Mapping[str, Any]] = {}
+    if isinstance(source, Mapping):
+        for key, value in source.items():
+            if key in _SOURCE_KEYS:
+                continue
+            if not isinstance(value, Mapping):
+                raise ConfigError(
+                    f"source: unknown key {key!r}; valid keys: {', '.join(sorted(_SOURCE_KEYS))} and the "
+                    "settings tables of the source kinds"
+                )
+            tables[key] = value
+        data = {**data, "source": {k: v for k, v in source.items() if k in _SOURCE_KEYS}}
+    config = load_dataclass(TidelakeConfig, data, "", environ)
+    config = replace(config, source=replace(config.source, tables=MappingProxyType(tables)))
+    if source_kinds is not None:
+        config = replace(config, source=parse_source_settings(config.source, source_kinds, environ))
+    return config

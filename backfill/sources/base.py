@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from backfill.tables import RowIdentity, TrackedTable
 from tidelake import conventions, delta, fs
@@ -155,19 +155,23 @@ class SourceStatus:
     details: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Source(ABC):
-    """One kind of input (`source.kind`)."""
+W = TypeVar("W", bound=Window)
+
+
+class Source(ABC, Generic[W]):
+    """One kind of input (`source.kind`), generic over the window it plans: `row_changes` gets the very
+    window its `plan` returned, with the source's own fields (files, events, captures), typed."""
 
     kind: ClassVar[str]
 
     @abstractmethod
     def plan(
         self, spark: SparkSession, checkpoints: CheckpointBook, clock: StageClock, until_ts: int | None
-    ) -> Window | NoWindow:
+    ) -> W | NoWindow:
         """The window this run can apply, never past `until_ts`; raises InputError on bad input."""
 
     @abstractmethod
-    def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
+    def row_changes(self, spark: SparkSession, window: W, clock: StageClock) -> RowChanges:
         """The window's row changes."""
 
     @abstractmethod

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from backfill.cli import main as backfill_main
+from backfill.sources import load_backfill_config
 from tidelake.config import DEFAULT_CONFIG, load_config
 from tidelake.configload import Secret
 from tidelake.errors import ConfigError
@@ -82,7 +83,9 @@ def test_bad_choice_lists_the_valid_choices(tmp_path: Path) -> None:
     with pytest.raises(
         ConfigError, match=r"source\.kind: 'kafka' is not a valid choice; valid choices: kv-scan"
     ):
-        load_config(write(tmp_path, MINIMAL.replace('path = "/data/scans"', 'path = "/x"\nkind = "kafka"')))
+        load_backfill_config(
+            write(tmp_path, MINIMAL.replace('path = "/data/scans"', 'path = "/x"\nkind = "kafka"'))
+        )
 
 
 def test_value_checks_name_the_table(tmp_path: Path) -> None:

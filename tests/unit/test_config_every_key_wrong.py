@@ -15,7 +15,8 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 import pytest
 
-from tidelake.config import DEFAULT_CONFIG, TidelakeConfig
+from backfill.sources.registry import source_kinds
+from tidelake.config import DEFAULT_CONFIG, SourceConfig, TidelakeConfig, config_from_toml
 from tidelake.configload import load_dataclass
 from tidelake.errors import ConfigError
 
@@ -35,16 +36,22 @@ def _dataclass_of(hint: Any) -> type | None:
 
 
 def keys(cls: type, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
-    """Every key path of the config tree (tables of tables included, `db.pattern` maps as one key)."""
+    """Every key path of the config tree (tables of tables included, `db.pattern` maps as one key); under
+    `[source]` the settings tables of the registered source kinds, not the fields that hold them."""
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
-        if not f.init:
+        if not f.init or (cls is SourceConfig and f.name in ("tables", "settings")):
             continue
         path = (*prefix, f.name)
         yield path
         nested = _dataclass_of(hints[f.name])
         if nested is not None:
             yield from keys(nested, path)
+    if cls is SourceConfig:
+        for kind in source_kinds().values():
+            if kind.table is not None and kind.settings is not None:
+                yield (*prefix, kind.table)
+                yield from keys(kind.settings, (*prefix, kind.table))
 
 
 def _set(doc: dict[str, Any], path: tuple[str, ...], value: object) -> None:
@@ -65,7 +72,7 @@ def _outcome(path: tuple[str, ...], value: object) -> str | None:
     _set(data, path, value)
     key, table = ".".join(path), ".".join(path[:-1])
     try:
-        load_dataclass(TidelakeConfig, data, "", ENV)
+        config_from_toml(data, ENV, source_kinds())
     except ConfigError as exc:
         message = str(exc)
         # the key itself, or its table (a check across the table's keys, "one of topic, topic_pattern") or

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.config import load_config
+from backfill.sources import load_backfill_config
 from tidelake.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 def load(tmp_path: Path, kafka: str, kind: str = 'kind = "ticdc-kafka"\n'):
     path = tmp_path / "job.toml"
     path.write_text(f"[source]\n{kind}{kafka}\n[target]\nwarehouse = '/wh'\n")
-    return load_config(path)
+    return load_backfill_config(path)
 
 
 def test_a_topic_with_options_loads(tmp_path):
@@ -24,7 +24,7 @@ def test_a_topic_with_options_loads(tmp_path):
         '[source.kafka]\nbootstrap_servers = "b1:9092,b2:9092"\ntopic = "tidb-cdc"\ntime_zone = "+08:00"\n'
         'compression = "lz4"\n[source.kafka.options]\n"security.protocol" = "SASL_SSL"\n',
     )
-    kafka = config.source.kafka
+    kafka = config.source.settings
     assert config.source.kind == "ticdc-kafka" and kafka is not None
     assert (kafka.topic, kafka.topic_pattern, kafka.compression) == ("tidb-cdc", None, "lz4")
     assert kafka.options["security.protocol"] == "SASL_SSL"

@@ -107,7 +107,7 @@ def test_the_next_run_reads_again_from_the_first_message_above_the_resolved_ts()
 
 def test_topics_by_name_or_pattern():
     from backfill.sources.kafka.broker import matching_topics
-    from tidelake.config import KafkaSourceConfig
+    from backfill.sources.kafka.settings import KafkaSourceConfig
 
     topics = ["cdc-a", "cdc-b", "other", "__consumer_offsets", "cdc-a-retry"]
     by_name = KafkaSourceConfig(bootstrap_servers="b:9092", topic="cdc-a")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.config import PROJECT_ROOT, load_config
+from backfill.sources import load_backfill_config
+from tidelake.config import PROJECT_ROOT
 from tidelake.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -17,24 +18,24 @@ BASE = '[source]\nkind = "ticdc-storage"\npath = "/sink"\n[target]\nwarehouse = 
 def load(tmp_path: Path, extra: str = ""):
     path = tmp_path / "job.toml"
     path.write_text(BASE + extra)
-    return load_config(path)
+    return load_backfill_config(path)
 
 
 def test_storage_example_config_loads() -> None:
-    config = load_config(PROJECT_ROOT / "conf" / "storage-example.toml")
-    assert config.source.kind == "ticdc-storage" and config.source.storage.protocol == "csv"
-    assert config.source.storage.null == "\\N" and config.source.storage.terminator == "\r\n"
+    config = load_backfill_config(PROJECT_ROOT / "conf" / "storage-example.toml")
+    assert config.source.kind == "ticdc-storage" and config.source.settings.protocol == "csv"
+    assert config.source.settings.null == "\\N" and config.source.settings.terminator == "\r\n"
 
 
 def test_defaults_and_options(tmp_path: Path) -> None:
-    storage = load(tmp_path).source.storage
+    storage = load(tmp_path).source.settings
     assert (storage.protocol, storage.date_separator, storage.delimiter, storage.quote) == (
         "csv",
         "day",
         ",",
         '"',
     )
-    options = load(tmp_path, '[source.storage]\ndelimiter = "|"\nquote = ""\n').source.storage.csv_options()
+    options = load(tmp_path, '[source.storage]\ndelimiter = "|"\nquote = ""\n').source.settings.csv_options()
     assert (options.delimiter, options.quote) == ("|", "")
 
 
@@ -56,4 +57,4 @@ def test_bad_storage_settings_are_config_errors(tmp_path: Path, extra: str, mess
 
 def test_canal_json_needs_no_csv_settings(tmp_path: Path) -> None:
     config = load(tmp_path, "[source.storage]\nprotocol = 'canal-json'\ninclude_commit_ts = false\n")
-    assert config.source.storage.protocol == "canal-json"
+    assert config.source.settings.protocol == "canal-json"

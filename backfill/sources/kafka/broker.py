@@ -19,7 +19,7 @@ from tidelake.errors import InputError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tidelake.config import KafkaSourceConfig
+    from backfill.sources.kafka.settings import KafkaSourceConfig
 
 TopicPartition = tuple[str, int]
 

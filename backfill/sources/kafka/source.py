@@ -51,7 +51,8 @@ from tidelake.tso import ts_to_datetime
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tidelake.config import KafkaSourceConfig, SourceConfig
+    from backfill.sources.kafka.settings import KafkaSourceConfig
+    from tidelake.config import SourceConfig
 
 TYPED_BATCH_ROWS = 10_000  # events typed at once: what a task holds twice over is its read events
 _EVENTS_DDL = (
@@ -100,11 +101,11 @@ def decode_events(records: DataFrame, compression: str, protocol: str = "open-pr
     return records.mapInArrow(decode, _EVENTS_DDL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KafkaWindow(Window):
     """A window with the decoded events it is cut from."""
 
-    events: Any = None  # DataFrame, persisted
+    events: Any  # DataFrame, persisted
     time_zone: str = "UTC"
     protocol: str = "open-protocol"
     row_events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (db, table) -> row events read
@@ -121,12 +122,11 @@ class _Plan:
     row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
 
 
-class KafkaSource(Source):
+class KafkaSource(Source[KafkaWindow]):
     kind: ClassVar[str] = "ticdc-kafka"
 
-    def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
-        assert config.kafka is not None
-        self.config: KafkaSourceConfig = config.kafka
+    def __init__(self, config: SourceConfig, settings: KafkaSourceConfig, patterns: Sequence[str]) -> None:
+        self.config = settings
         self.patterns = tuple(patterns)
 
     # ------------------------------------------------------------------------------------------ plan

@@ -5,3 +5,23 @@ complete captures; `chain` and `resolved` decide how far a run can go; `matcher`
 `collapse` turn region streams into one change per row; `decode` turns TiDB row bytes into typed rows;
 `source` puts them behind the `Source` interface.
 """
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from backfill.sources.registry import RegisteredSource, register
+
+if TYPE_CHECKING:
+    from backfill.sources.kvscan.source import KvScanSource
+    from tidelake.config import SourceConfig
+
+
+def _open(config: SourceConfig, settings: None, tables: Sequence[str]) -> KvScanSource:
+    from backfill.sources.kvscan.source import KvScanSource
+
+    return KvScanSource(config, tables)
+
+
+register(RegisteredSource[None](name="kv-scan", factory=_open))

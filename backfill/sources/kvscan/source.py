@@ -135,17 +135,17 @@ def survey_regions(spark: SparkSession, scans: Sequence[ScanManifest]) -> Region
     return RegionSurvey(counts, resolved, sorted(errors))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KvScanWindow(Window):
     """A window with what the kv-scan source needs to produce its changes."""
 
     candidates: tuple[ScanManifest, ...] = ()
-    survey: RegionSurvey | None = None
-    windows: Mapping[str, tuple[int, int]] | None = None  # capture id -> the (lo, hi] commit ts taken from it
+    survey: RegionSurvey
+    windows: Mapping[str, tuple[int, int]]  # capture id -> the (lo, hi] commit ts taken from it
     known_ids: frozenset[int] = frozenset()
 
 
-class KvScanSource(Source):
+class KvScanSource(Source[KvScanWindow]):
     kind: ClassVar[str] = "kv-scan"
 
     def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
@@ -230,8 +230,7 @@ class KvScanSource(Source):
 
     # --------------------------------------------------------------------------------------- changes
 
-    def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
-        assert isinstance(window, KvScanWindow) and window.survey is not None and window.windows is not None
+    def row_changes(self, spark: SparkSession, window: KvScanWindow, clock: StageClock) -> RowChanges:
         tables = window.tables
         with clock.stage("match+collapse"), input_errors("events"):
             owners = id_owners(tables)

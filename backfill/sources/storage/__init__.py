@@ -5,3 +5,24 @@
 - :mod:`decode` - one data file to typed row changes (pure, run on the executors);
 - :mod:`source` - the `Source`: listing, schema files, the window, Spark reads.
 """
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from backfill.sources.registry import RegisteredSource, register
+from backfill.sources.storage.settings import StorageSourceConfig
+
+if TYPE_CHECKING:
+    from backfill.sources.storage.source import StorageSource
+    from tidelake.config import SourceConfig
+
+
+def _open(config: SourceConfig, settings: StorageSourceConfig, tables: Sequence[str]) -> StorageSource:
+    from backfill.sources.storage.source import StorageSource
+
+    return StorageSource(config, settings, tables)
+
+
+register(RegisteredSource(name="ticdc-storage", factory=_open, table="storage", settings=StorageSourceConfig))

@@ -65,14 +65,15 @@ from tidelake.sqlident import quote_ident
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from backfill.sources.storage.settings import StorageSourceConfig
     from tidelake.config import SourceConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StorageWindow(Window):
     """A window with the files of each (table, segment) to read."""
 
-    files: Mapping[tuple[int, int], tuple[FileToRead, ...]] | None = None
+    files: Mapping[tuple[int, int], tuple[FileToRead, ...]]
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,12 @@ class PlannedTable:
     identity: RowIdentity
 
 
-class StorageSource(Source):
+class StorageSource(Source[StorageWindow]):
     kind: ClassVar[str] = "ticdc-storage"
 
-    def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
+    def __init__(self, config: SourceConfig, options: StorageSourceConfig, patterns: Sequence[str]) -> None:
         self.path = config.path
         self.patterns = tuple(patterns)
-        options = config.storage
         self.format = FileFormat(
             protocol=options.protocol,
             terminator=options.terminator,
@@ -297,8 +297,7 @@ class StorageSource(Source):
 
     # --------------------------------------------------------------------------------------- changes
 
-    def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
-        assert isinstance(window, StorageWindow) and window.files is not None
+    def row_changes(self, spark: SparkSession, window: StorageWindow, clock: StageClock) -> RowChanges:
         zero_dates = spark.sparkContext.accumulator(0)
         frames: dict[tuple[int, int], DataFrame] = {}
         for (index, segment), files in window.files.items():
