@@ -1,6 +1,6 @@
 """`backfill run`: one source's window of row changes into Delta, through the shared apply stage.
 
-The flow follows DESIGN.md "Backfill, as the data flows": the source plans the window (checkpoints,
+The flow is docs/architecture.md "The data flow of `backfill run`": the source plans the window (checkpoints,
 resolved ts, DDL barriers) and produces its row changes; the apply stage commits them table by table.
 """
 

@@ -1,8 +1,8 @@
 """`backfill snapshot`: the Delta version of every table of the job that holds exactly the state at one
 resolved ts (TiCDC's syncpoint, seed 002).
 
-Every run commits each table at the run's resolved ts (DESIGN.md "Delta conventions"), so the tables stood
-together at each of those ts. A table holds the state at ts T only in a version whose resolved ts is T
+Every run commits each table at the run's resolved ts (docs/architecture.md "The commit contract"), so
+the tables stood together at each of those ts. A table holds the state at ts T only in a version whose resolved ts is T
 (the versions in between reach past it); `--latest` picks the newest ts every table stood at. The
 versions become `VERSION AS OF` views, printed as SQL or created in the catalog.
 """

@@ -2,7 +2,7 @@
 
 Sources build these (kv-scan from TableInfo + DDL jobs, the storage sink from its table-version schema
 files, Kafka from DDL events); the apply stage walks them: the rows of one schema version form a segment,
-and the step from one version to the next is a DDL barrier (DESIGN.md "Sources").
+and the step from one version to the next is a DDL barrier (docs/architecture.md "Words").
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Upstream column types, their Delta types (DESIGN.md mapping), and the check that both sides agree.
+"""Upstream column types, their Delta types (docs/architecture.md "Delta conventions"), and the check
+that both sides agree.
 
 One `Column` describes an upstream column as far as reconcile cares: its kind (which canonical encoding
 applies), its Delta type, and what key ordering it has. Both the information_schema reader and the

@@ -1,4 +1,5 @@
-"""Hand-built captures for backfill tests: TableInfo JSON, DDL jobs and events in the DESIGN.md layout.
+"""Hand-built captures for backfill tests: TableInfo JSON, DDL jobs and events in the kv-scan input layout
+(docs/architecture.md "The kv-scan input").
 
 The simulator makes realistic workloads; these builders make the exact, small streams a single test
 needs (one matcher case, one DDL, one kind of bad input), with real TiDB bytes from the codec.

@@ -1,7 +1,7 @@
 """Workload simulator: an upstream TiDB cluster through time, captured as incremental-scan snapshots.
 
-``simulate(SimulationConfig(out=..., seed=...))`` writes ``<out>/scans/<scan-id>/`` (DESIGN.md's input
-contract) and ``<out>/expected/`` (what a correct consumer holds after each scan of the chain), and with
+``simulate(SimulationConfig(out=..., seed=...))`` writes ``<out>/scans/<scan-id>/`` (docs/architecture.md
+"The kv-scan input") and ``<out>/expected/`` (what a correct consumer holds after each scan of the chain), and with
 ``mysql_url`` replays the same history into a real MariaDB/MySQL; with ``storage_sinks`` it writes the
 folders TiCDC storage-sink changefeeds (CSV, canal-json) would write, ``<out>/storage/<protocol>/``
 (:mod:`tidbsim.storage_sink`). Deterministic for a seed.

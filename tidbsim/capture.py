@@ -239,8 +239,9 @@ class Capture:
         return self.writer.close()
 
     def resolved_ts(self, tables: Mapping[int, set[int]]) -> int:
-        """DESIGN.md: per region the last RESOLVED after INITIALIZED (none: the checkpoint), per table the
-        min over regions covering its spans, globally the min over tables, capped by current_ts.
+        """docs/architecture.md "Words": per region the last RESOLVED after INITIALIZED (none: the
+        checkpoint), per table the min over regions covering its spans, globally the min over tables, capped
+        by current_ts.
 
         ``tables``: table -> its physical ids in the window. An id retired at R (``self.retired``) holds its
         table back only while the table is below R: TiCDC removes its span at the DDL barrier."""

@@ -2,8 +2,8 @@
 
 ``<out>/expected/index.json`` lists the scans with the global resolved ts a consumer reaches after the
 chain up to and including each; ``<out>/expected/<scan-id>/<db>/<table>.parquet`` holds every live table
-at that ts in the Delta schema (DESIGN.md mapping, ``_tidb_rowid`` first for tables without a clustered
-primary key, ``_tidb_commit_ts`` last), sorted by primary key.
+at that ts in the Delta schema (docs/architecture.md "Delta conventions", ``_tidb_rowid`` first for tables
+without a clustered primary key, ``_tidb_commit_ts`` last), sorted by primary key.
 """
 
 from __future__ import annotations

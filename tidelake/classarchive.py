@@ -4,9 +4,8 @@ A JVM that starts Spark loads, parses and verifies thousands of classes from the
 The JDK can write the classes a run loaded into an archive when that run exits (`ArchiveClassesAtExit`)
 and map them from it at the next start (`SharedArchiveFile`). `dev/setup.sh` runs
 `dev/class_archive.py`, which writes the archive once with a small demo (a minute or two) and
-again only when the JDK or pyspark's jars change. Every session tidelake starts then maps it: on 2 cores a
-process that reconciles the demo's 4 tables took 34.5 s from start to exit instead
-of 43.5 s.
+again only when the JDK or pyspark's jars change. Every session tidelake starts then maps it and reaches
+its first job seconds sooner (bench/NOTES.md "Class archive").
 
 The archive holds only classes from the JVM's own class path (pyspark's jars), so it is valid exactly for
 that class path and that JDK: the fingerprint beside it says which. A JVM that cannot use it (another

@@ -1,4 +1,5 @@
-"""Delta conventions every part of tidelake agrees on (DESIGN.md "Delta conventions").
+"""Delta conventions every part of tidelake agrees on (docs/architecture.md "Delta conventions" and "The
+commit contract").
 
 The backfill writes by them, `backfill status`, reconcile and the demo read by them: where a table lives,
 the columns we add, the transaction app id and the keys of the JSON userMetadata of every commit.

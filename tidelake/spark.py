@@ -40,25 +40,21 @@ LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 LOG4J_OPTION = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
 # The driver JVM's JIT compilers, by `[spark] jit`. Spark and Delta run much of their code only a few times a
 # query, and a short run is mostly that code: "quick" keeps the JVM to its quick compiler (C1), so it does not
-# spend the run's first minute compiling with the optimizing one (C2) beside the work on 2 cores. The demo's
-# 4 tables reconciled in a new JVM: 24-27 s tiered, 17-18 s quick; warmed up, the quick code is slower (6.3-7.5
-# s against 8.2 s). A 1M-event backfill from empty in a new JVM: 42-45 s tiered, 41 s quick.
+# spend the run's first minute compiling with the optimizing one (C2) beside the work on 2 cores; warmed up,
+# its code is slower (figures: bench/NOTES.md "Driver JIT").
 JIT_OPTIONS = MappingProxyType({"tiered": (), "quick": ("-XX:TieredStopAtLevel=1",)})
 # The driver JVM's collector: the parallel (throughput) one, for batch work. In local mode the driver runs every
-# task, and they fill the heap with short-lived rows, Arrow buffers and shuffle blocks. bench/backfill.py (5M
-# events, best of 3, G1 and parallel alternating twice): ours 27.2/26.1 s with G1 (JDK 17's default), 24.6/24.6
-# s parallel; the plain Parquet copy beside it 9.2/9.3 against 9.1/9.3 s. The class archive maps under either.
+# task, and they fill the heap with short-lived rows, Arrow buffers and shuffle blocks (bench/NOTES.md "Driver
+# collector").
 GC_OPTION = "-XX:+UseParallelGC"
 
 # Small work (below these bounds) runs with settings for small data:
 # - interpreted: Spark compiles Java code for every query shape it has not seen (whole-stage codegen), and
 #   every table's schema is a new shape. For a table of a few thousand rows the compiling (and the JIT work
-#   on the classes it makes) costs more than it saves: interpreted, a run of 20 small tables took 17-30%
-#   less CPU; a MERGE of 50k changes into 2M rows took 3x as long.
+#   on the classes it makes) costs more than it saves; for big work it is the other way round.
 # - without adaptive execution, on one shuffle partition: adaptive execution runs each shuffle's map side
-#   (and each Delta log replay's) as a Spark job of its own, to re-plan on sizes that are tiny anyway. A
-#   small MERGE took 5 jobs instead of 10, and 40 small tables merged in 21.5 and 19.7 s against 32.6 and
-#   25.4 s (bench/many_tables.py, alternating runs).
+#   (and each Delta log replay's) as a Spark job of its own, to re-plan on sizes that are tiny anyway.
+# Figures: bench/NOTES.md "Small-work settings".
 SMALL_WORK = MappingProxyType(
     {
         "spark.sql.codegen.wholeStage": "false",
@@ -177,16 +173,13 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # Arrow batches to and from Python workers (mapInArrow) of 50,000 rows, not 10,000, and at most
-        # 64 MiB: bench/backfill.py at 5M events, alternating, 47.1/44.5 -> 40.3/38.2 s (match+collapse
-        # 23.4/23.8 -> 20.4/20.5 s, decode 7.0/6.8 -> 5.3/5.0 s).
-        # The byte cap has a price: unless it is Int.MaxValue, Spark 4.0.1 sizes the batch after every row
-        # (BatchedPythonArrowInput), walking the input struct's children: about a tenth of the executor's JVM
-        # samples in a profile of one run, 25.1 -> 23.3 s best of 3 without it. Kept: a batch of big rows (TiDB allows
-        # entries of 120 MiB) would outgrow Arrow's 2 GiB vectors and the JVM's memory.
+        # 64 MiB: fewer, bigger batches are faster; the byte cap costs a size check per row but keeps a batch
+        # of big rows (TiDB allows entries of 120 MiB) inside Arrow's 2 GiB vectors and the JVM's memory
+        # (bench/NOTES.md "Arrow batches to Python workers").
         "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
         "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
         # PySpark's DataFrame debugging records the Python call site of every `functions` call (a stack
-        # walk and several JVM round trips each): building one reconcile checksum cost ~1 s of it.
+        # walk and several JVM round trips each; bench/NOTES.md "DataFrame debugging").
         "spark.python.sql.dataFrameDebugging.enabled": "false",
         # Python workers that import pyspark from its installed package, not from Spark's zip: that costs
         # half of a small task's time otherwise (tidelake/pyspark_daemon.py)

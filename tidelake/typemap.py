@@ -1,4 +1,4 @@
-"""The one TiDB/MySQL → Delta type map (DESIGN.md "Delta conventions").
+"""The one TiDB/MySQL → Delta type map (docs/architecture.md "Delta conventions").
 
 backfill's codec (the Delta tables it creates, the Arrow batches it decodes) and reconcile (the Delta type
 it expects of an upstream column, the canonical encoding it picks) both ask this module, so a type can

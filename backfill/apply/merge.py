@@ -31,7 +31,8 @@ FILE_PER_PARTITION_ROWS = 50_000  # a first load in partitions this big on avera
 
 
 def delta_ddl(schema: TableSchema, identity: RowIdentity = RowIdentity.HANDLE) -> str:
-    """The Delta table's columns: the upstream columns (DESIGN.md mapping) plus `_tidb_commit_ts`.
+    """The Delta table's columns: the upstream columns (docs/architecture.md "Delta conventions") plus
+    `_tidb_commit_ts`.
 
     `_tidb_rowid` may be NULL where the source cannot know it (identity other than the handle)."""
     ddl = schema.spark_ddl
@@ -186,8 +187,8 @@ def first_load_optimize_write(rows: DataFrame, puts: int | None) -> bool | None:
     """False (no optimized write, whatever the table says) where `puts` rows of a first load are spread over
     partitions of `FILE_PER_PARTITION_ROWS` rows or more on average: each partition is then a file of a
     fair size, as the decode stage sizes its tasks, and the optimized write's shuffle would only funnel a
-    big table into one writing task (the 5M-event bench's hot table: 2.7 + 2.6 s against 4.3 s on 2
-    cores). None (the table decides) for rows in many small partitions."""
+    big table into one writing task (bench/NOTES.md "Optimized write on a first load"). None (the table
+    decides) for rows in many small partitions."""
     if not puts:
         return None
     partitions = rows._jdf.rdd().getNumPartitions()  # planned only: no Spark job

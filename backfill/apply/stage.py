@@ -43,8 +43,7 @@ if TYPE_CHECKING:
     from tidelake.config import TableLayout, TargetConfig
 
 # Spark jobs submitted at once in the decode and merge stages. A small table's steps wait on the driver and
-# on the log more than on the cores: 40 small tables merged in 22.2, 18.2 and 17.8 s with 8 against 24.6,
-# 21.6 and 20.6 s with 4 (alternating runs); 16 gained nothing over 8.
+# on the log more than on the cores, so more jobs than cores pay (bench/NOTES.md "Spark jobs at once").
 PARALLEL_JOBS = 8
 
 

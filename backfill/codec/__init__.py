@@ -1,7 +1,7 @@
 """TiDB key/value codec: record keys, row formats v2 and v1, schemas and their history, Arrow decoding.
 
 Pure Python + numpy + pyarrow (no Spark). Byte formats: shared/reference/tidb-kv-formats.md; the Delta
-types follow DESIGN.md's mapping table. Conventions other packages rely on:
+types follow the type map of docs/architecture.md "Delta conventions". Conventions other packages rely on:
 
 - Value domain (decode produces, encode accepts): ints -> int (BIGINT UNSIGNED -> Decimal; int accepted);
   FLOAT/DOUBLE -> float; DECIMAL -> Decimal at the column scale (precision > 38 -> str); CHAR/VARCHAR/TEXT,

@@ -2,7 +2,8 @@
 
 A packed time keeps the calendar fields, not an instant, so values Python cannot hold (``0000-00-00``,
 ``2020-02-31``, year 0) still round-trip as :class:`PackedTime`. Decoding to Python objects maps those to
-``None`` and the caller counts them (DESIGN.md: zero dates become NULL and are counted).
+``None`` and the caller counts them (docs/architecture.md "Delta conventions": zero dates become NULL and
+are counted).
 """
 
 from __future__ import annotations

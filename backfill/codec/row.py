@@ -32,7 +32,8 @@ from backfill.codec.values import (
 
 @dataclass
 class DecodeStats:
-    """Counters a decode run reports (DESIGN.md: zero dates become NULL and are counted).
+    """Counters a decode run reports (docs/architecture.md "Delta conventions": zero dates become NULL and
+    are counted).
 
     ``zero_dates``: DATE/DATETIME/TIMESTAMP values (stored, defaulted or zero-filled) that became NULL
     because they are zero or not a real calendar date. ``filled``: absent columns filled per row.

@@ -1,7 +1,8 @@
 """Table and column schemas built from TiDB ``TableInfo`` JSON (reference §4.1), with their Delta types.
 
 A column's *kind* (``ColumnKind``) fixes everything the codec does with it: the stored form in row v2/v1,
-the Python value (DESIGN.md mapping table) and the Arrow/Spark type. It is computed once per column.
+the Python value (docs/architecture.md "Delta conventions") and the Arrow/Spark type. It is computed once
+per column.
 """
 
 from __future__ import annotations

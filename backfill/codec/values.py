@@ -3,7 +3,7 @@
 Stored forms by kind: signed/unsigned ints (packed time, ENUM index, SET bits, BIT value and TIME
 nanoseconds are ints too), floats, bytes (strings), ``(Decimal, prec, frac)`` for DECIMAL, and
 ``(type code, bytes)`` for JSON. :func:`to_stored` validates and normalises what the encoder accepts;
-:func:`from_stored` produces the value domain of DESIGN.md.
+:func:`from_stored` produces the value domain of the type map (docs/architecture.md "Delta conventions").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seam between an input and the shared apply stage (DESIGN.md "Sources: one seam, three inputs").
+"""The seam between an input and the shared apply stage (docs/architecture.md "The row-change contract").
 
 A source knows its input's layout and completeness rules. Given the tables' checkpoints it says which
 window can be applied (`Window`: the resolved ts it can prove, the tables with their schema versions — each
@@ -41,7 +41,8 @@ class StageClock:
 
 class CheckpointBook:
     """The tables' checkpoints, read from their Delta logs: the transaction version our app id recorded
-    there is the resolved ts the table reached (DESIGN.md "Delta conventions"). Reads are cached."""
+    there is the resolved ts the table reached (docs/architecture.md "The commit contract"). Reads are
+    cached."""
 
     def __init__(self, spark: SparkSession, warehouse: str, app_id: str) -> None:
         self.spark, self.warehouse, self.app_id = spark, warehouse, app_id
@@ -107,10 +108,11 @@ class NoWindow:
 class RowChanges(ABC):
     """A window's row changes in the canonical shape, per (table index, segment).
 
-    `rows()` gives the typed rows of one segment: the table's output columns (`TableSchema.output_names`,
-    Delta types of DESIGN.md) plus `_tidb_commit_ts` and `_tidb_op` ('PUT' or 'DELETE'), at most one change
-    per key — the last by commit ts — within `floor < commit_ts <= resolved ts`. A DELETE needs only its key
-    columns. A source that knows a row's key as it stood at the window's start may add it as
+    The contract is docs/architecture.md "The row-change contract". `rows()` gives the typed rows of one
+    segment: the table's output columns (`TableSchema.output_names`, Delta types of the type map) plus
+    `_tidb_commit_ts` and `_tidb_op` ('PUT' or 'DELETE'), at most one change per key — the last by commit
+    ts — within `floor < commit_ts <= resolved ts`. A DELETE needs only its key columns. A source that
+    knows a row's key as it stood at the window's start may add it as
     `_tidb_before_<key column>` columns (kv-scan, from old values, for keys that hold collation sort keys);
     the apply stage then also deletes that key where it differs (`apply.collapse.with_moved_key_deletes`).
     Frames are lazy; the apply stage materializes all of them before its first commit, so bad input

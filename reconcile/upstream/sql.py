@@ -446,7 +446,8 @@ def to_delta_row(columns: Sequence[Column], row: Sequence[Any]) -> tuple[Any, ..
 
 
 def to_delta_value(col: Column, value: Any) -> Any:
-    """A pymysql value as the Delta column holds it (DESIGN.md mapping); zero dates become None."""
+    """A pymysql value as the Delta column holds it (docs/architecture.md "Delta conventions"); zero dates
+    become None."""
     if value is None:
         return None
     kind = col.kind

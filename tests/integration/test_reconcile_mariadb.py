@@ -1,4 +1,4 @@
-"""reconcile against a real MariaDB: every DESIGN.md type, 50k rows, each kind of difference, repair, errors.
+"""reconcile against a real MariaDB: every type of the type map, 50k rows, each kind of difference, repair, errors.
 
 The upstream table and its Delta copy are built from the same generated rows (MariaDB by executemany,
 Delta by Spark through Arrow), once per module. JSON is stored differently on purpose (MariaDB holds

@@ -1,4 +1,5 @@
-"""One upstream history, three inputs, the same Delta tables (DESIGN.md "Sources: one seam, three inputs").
+"""One upstream history, three inputs, the same Delta tables (docs/architecture.md "The data flow of
+`backfill run`").
 
 The simulator replays a workload with DDLs into MariaDB and writes it as kv-scan captures and as the
 folders a TiCDC storage-sink changefeed writes (CSV with commit ts, canal-json with the TiDB extension,

@@ -1,5 +1,5 @@
-"""TableSchema from TableInfo JSON, the Delta type mapping (DESIGN.md contract), absent-column fill rules
-(reference §3.5), and SchemaHistory over DDL jobs (reference §4.3)."""
+"""TableSchema from TableInfo JSON, the Delta type mapping (docs/architecture.md "Delta conventions"),
+absent-column fill rules (reference §3.5), and SchemaHistory over DDL jobs (reference §4.3)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _schema(cols, **kw) -> TableSchema:
     return TableSchema.from_table_info(table_info(45, "t", cols, **kw))
 
 
-# ---------------------------------------------------------------- type mapping (DESIGN.md table)
+# ------------------------------------------------ type mapping (docs/architecture.md "Delta conventions")
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def _schema(cols, **kw) -> TableSchema:
     ],
 )
 def test_delta_type_mapping(sql, spark, arrow):
-    """DESIGN.md 'Delta conventions' mapping table."""
+    """The type map of docs/architecture.md "Delta conventions"."""
     col = _schema([column_info(1, "c", sql)]).columns[0]
     assert (col.spark_type, col.arrow_type) == (spark, arrow)
 

@@ -1,4 +1,4 @@
-"""kv-scan: TiKV incremental-scan captures (DESIGN.md "Input contract").
+"""kv-scan: TiKV incremental-scan captures (docs/architecture.md "The kv-scan input").
 
 `format` owns the layout (events Parquet schema, manifest, schema files, writers); `captures` lists
 complete captures; `chain` and `resolved` decide how far a run can go; `matcher`, `keyranges` and

@@ -41,9 +41,8 @@ if TYPE_CHECKING:
     from backfill.tables import TrackedTable
 
 # The biggest table, if it has this many events in the window or more, and this share of them: its columns
-# are NULL on every other table's rows, and those cells cost the cache more than a small table saves (the
-# 5M-event bench: the hot table alone, 70% of the events, 24.5 -> 22.8 s; with the three tables of 10%
-# each as well, 24.5 s).
+# are NULL on every other table's rows, and those cells cost the cache more than a small table saves
+# (bench/NOTES.md "Eager decode of the biggest table").
 EAGER_DECODE_EVENTS = 100_000
 EAGER_DECODE_SHARE = 0.5
 RAW_PUT_COLUMNS = ("value", "old_value", "first_old_value")  # not kept on a decoded PUT

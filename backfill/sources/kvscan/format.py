@@ -1,5 +1,5 @@
-"""The kv-scan input format (DESIGN.md "Input contract"): one module that the reader, the simulator and the
-tests share, so the three cannot drift apart.
+"""The kv-scan input format (docs/architecture.md "The kv-scan input"): one module that the reader, the
+simulator and the tests share, so the three cannot drift apart.
 
 A capture folder holds `manifest.json`, `events/*.parquet` (EVENT_SCHEMA), `schema/tables.jsonl`,
 `schema/ddl_jobs.jsonl` and, written last, `_SUCCESS`.

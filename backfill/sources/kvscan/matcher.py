@@ -53,7 +53,7 @@ def code(value: str | None, choices: Sequence[str]) -> int:
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One row of a capture's events file (DESIGN.md input contract)."""
+    """One row of a capture's events file (docs/architecture.md "The kv-scan input")."""
 
     seq: int
     type: str

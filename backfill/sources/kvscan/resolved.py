@@ -1,4 +1,4 @@
-"""Resolved ts, from regions to tables to the whole run (DESIGN.md "Words"; reference §1.5).
+"""Resolved ts, from regions to tables to the whole run (docs/architecture.md "Words"; reference §1.5).
 
 A table's resolved ts is the minimum over the regions covering its key span; a hole in the coverage stops
 the table at its floor (nothing past the checkpoint is known to be complete) and is reported. The global

@@ -1,4 +1,4 @@
-"""The kv-scan source: TiKV incremental-scan captures (DESIGN.md "Input contract").
+"""The kv-scan source: TiKV incremental-scan captures (docs/architecture.md "The kv-scan input").
 
 Plan: chain the complete captures from the lowest table checkpoint (`chain`), each capture's resolved ts
 from its regions (a light pass over the small columns: `survey_regions`). Changes: one shuffle by key
