@@ -84,18 +84,7 @@ def load_dataclass(cls: type[T], data: Any, where: str, environ: Mapping[str, st
 def _convert(hint: Any, value: Any, key: str, environ: Mapping[str, str] | None) -> Any:
     origin = get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        options = [a for a in get_args(hint) if a is not type(None)]
-        if value is None and len(options) < len(get_args(hint)):
-            return None
-        errors = []
-        for option in options:
-            try:
-                return _convert(option, value, key, environ)
-            except ConfigError as exc:
-                errors.append(str(exc))
-        raise ConfigError(
-            errors[0] if len(errors) == 1 else f"{key}: {_describe(value)} matches none of its types"
-        )
+        return _convert_union(hint, value, key, environ)
     if origin is Literal:
         choices = get_args(hint)
         if value not in choices:
@@ -116,6 +105,27 @@ def _convert(hint: Any, value: Any, key: str, environ: Mapping[str, str] | None)
         return types.MappingProxyType(
             {str(k): _convert(get_args(hint)[1], v, f"{key}.{k}", environ) for k, v in value.items()}
         )
+    return _convert_scalar(hint, value, key, environ)
+
+
+def _convert_union(hint: Any, value: Any, key: str, environ: Mapping[str, str] | None) -> Any:
+    """`X | Y | None`: None where allowed, else the first option the value converts to."""
+    options = [a for a in get_args(hint) if a is not type(None)]
+    if value is None and len(options) < len(get_args(hint)):
+        return None
+    errors = []
+    for option in options:
+        try:
+            return _convert(option, value, key, environ)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    raise ConfigError(
+        errors[0] if len(errors) == 1 else f"{key}: {_describe(value)} matches none of its types"
+    )
+
+
+def _convert_scalar(hint: Any, value: Any, key: str, environ: Mapping[str, str] | None) -> Any:
+    """bool, int, float (an int is a float too, a bool is neither a number) and strings (with `${ENV}`)."""
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true or false, got {_describe(value)}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -77,63 +78,78 @@ def to_stored(col: ColumnSchema, value: Any) -> Any:
         if not lo <= v <= hi:
             raise CodecError(f"{v} out of range {lo}..{hi} of the column type", column=col.name)
         return v
-    if kind in (K.FLOAT32, K.FLOAT64):
-        if isinstance(value, bool) or not isinstance(value, int | float | Decimal | np.floating | np.integer):
-            raise CodecError(f"cannot store {type(value).__name__} as a float", column=col.name)
-        f = float(value)
-        if kind == K.FLOAT32:
-            try:
-                f = to_float32(f)
-            except OverflowError as e:
-                raise CodecError(f"{value} out of FLOAT range", column=col.name) from e
-        return f
-    if kind in (K.DECIMAL, K.DECIMAL_STR):
-        prec, frac = col.decimal_precision
+    store = _TO_STORED.get(kind)
+    if store is None:
+        raise CodecError(f"cannot encode kind {kind}", column=col.name)
+    return store(col, value)
+
+
+def _float_to_stored(col: ColumnSchema, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal | np.floating | np.integer):
+        raise CodecError(f"cannot store {type(value).__name__} as a float", column=col.name)
+    f = float(value)
+    if col.kind == K.FLOAT32:
         try:
-            return mydecimal.quantize(mydecimal.to_decimal(value), prec, frac), prec, frac
-        except CodecError as e:
-            raise e.at(column=col.name) from None
-    if kind in (K.TEXT, K.BINARY):
+            f = to_float32(f)
+        except OverflowError as e:
+            raise CodecError(f"{value} out of FLOAT range", column=col.name) from e
+    return f
+
+
+def _decimal_to_stored(col: ColumnSchema, value: Any) -> tuple[Decimal, int, int]:
+    prec, frac = col.decimal_precision
+    try:
+        return mydecimal.quantize(mydecimal.to_decimal(value), prec, frac), prec, frac
+    except CodecError as e:
+        raise e.at(column=col.name) from None
+
+
+def _bytes_to_stored(col: ColumnSchema, value: Any) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    raise CodecError(f"cannot store {type(value).__name__} as a string", column=col.name)
+
+
+def _bit_to_stored(col: ColumnSchema, value: Any) -> int:
+    width = (max(col.flen, 1) + 7) // 8
+    v = int.from_bytes(value, "big") if isinstance(value, bytes | bytearray) else _as_int(col, value)
+    if v < 0 or v >> (max(col.flen, 1)) or v > UINT64_MAX or width > 8:
+        raise CodecError(f"{value!r} does not fit BIT({col.flen})", column=col.name)
+    return v
+
+
+def _json_to_stored(col: ColumnSchema, value: Any) -> Any:
+    try:
         if isinstance(value, str):
-            return value.encode("utf-8")
-        if isinstance(value, bytes | bytearray | memoryview):
-            return bytes(value)
-        raise CodecError(f"cannot store {type(value).__name__} as a string", column=col.name)
-    if kind == K.ENUM:
-        return _enum_index(col, value)
-    if kind == K.SET:
-        return _set_bits(col, value)
-    if kind == K.BIT:
-        width = (max(col.flen, 1) + 7) // 8
-        v = int.from_bytes(value, "big") if isinstance(value, bytes | bytearray) else _as_int(col, value)
-        if v < 0 or v >> (max(col.flen, 1)) or v > UINT64_MAX or width > 8:
-            raise CodecError(f"{value!r} does not fit BIT({col.flen})", column=col.name)
-        return v
-    if kind == K.JSON:
-        try:
-            if isinstance(value, str):
-                return jsonbin.from_text(value)
-            if isinstance(value, bytes | bytearray):
-                return jsonbin.from_text(bytes(value).decode("utf-8"))
-            return jsonbin.encode_value(value)
-        except CodecError as e:
-            raise e.at(column=col.name) from None
-    if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
-        try:
-            return mytime.packed_from_python(
-                value, fsp=col.fsp, is_date=kind == K.DATE, is_timestamp=kind == K.TIMESTAMP
-            )
-        except CodecError as e:
-            raise e.at(column=col.name) from None
-    if kind == K.TIME:
-        try:
-            return mytime.duration_from_python(value, col.fsp)
-        except CodecError as e:
-            raise e.at(column=col.name) from None
-    if kind == K.VECTOR:
-        floats = [float(x) for x in value]
-        return struct.pack(f"<I{len(floats)}f", len(floats), *floats)
-    raise CodecError(f"cannot encode kind {kind}", column=col.name)
+            return jsonbin.from_text(value)
+        if isinstance(value, bytes | bytearray):
+            return jsonbin.from_text(bytes(value).decode("utf-8"))
+        return jsonbin.encode_value(value)
+    except CodecError as e:
+        raise e.at(column=col.name) from None
+
+
+def _time_point_to_stored(col: ColumnSchema, value: Any) -> Any:
+    try:
+        return mytime.packed_from_python(
+            value, fsp=col.fsp, is_date=col.kind == K.DATE, is_timestamp=col.kind == K.TIMESTAMP
+        )
+    except CodecError as e:
+        raise e.at(column=col.name) from None
+
+
+def _duration_to_stored(col: ColumnSchema, value: Any) -> int:
+    try:
+        return mytime.duration_from_python(value, col.fsp)
+    except CodecError as e:
+        raise e.at(column=col.name) from None
+
+
+def _vector_to_stored(col: ColumnSchema, value: Any) -> bytes:
+    floats = [float(x) for x in value]
+    return struct.pack(f"<I{len(floats)}f", len(floats), *floats)
 
 
 def _enum_index(col: ColumnSchema, value: Any) -> int:
@@ -185,57 +201,99 @@ def from_stored(col: ColumnSchema, stored: Any) -> Any:
         if not lo <= stored <= hi:
             raise CodecError(f"{stored} out of range {lo}..{hi} of the column type", column=col.name)
         return stored
-    if kind == K.FLOAT64:
+    if kind in (K.FLOAT64, K.BINARY):
         return stored
-    if kind == K.UINT64:
-        return Decimal(stored)
-    if kind == K.FLOAT32:
-        return stored_float32(stored)
-    if kind in (K.DECIMAL, K.DECIMAL_STR):
-        d, _prec, frac = stored
-        prec, scale = col.decimal_precision
-        if frac != scale or d.as_tuple().exponent != -scale:
-            d = mydecimal.quantize(d, prec, scale)
-        elif d.adjusted() >= prec - scale and not d.is_zero():
-            raise CodecError(f"decimal {d} does not fit DECIMAL({prec},{scale})", column=col.name)
-        return d if kind == K.DECIMAL else format(d, "f")
-    if kind == K.TEXT:
-        try:
-            return stored.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise CodecError(f"invalid UTF-8 in text column at byte {e.start}", column=col.name) from None
-    if kind == K.BINARY:
-        return stored
-    if kind == K.ENUM:
-        if stored == 0:
-            return ""
-        if stored > len(col.elems):
-            raise CodecError(f"enum index {stored} out of range 1..{len(col.elems)}", column=col.name)
-        return col.elems[stored - 1]
-    if kind == K.SET:
-        if stored >> len(col.elems):
-            raise CodecError(
-                f"set bits {stored:#x} name values beyond {len(col.elems)} elements", column=col.name
-            )
-        return ",".join(e for i, e in enumerate(col.elems) if stored >> i & 1)
-    if kind == K.BIT:
-        width = (max(col.flen, 1) + 7) // 8
-        if stored >> (8 * width):
-            raise CodecError(f"bit value {stored:#x} wider than BIT({col.flen})", column=col.name)
-        return stored.to_bytes(width, "big")
-    if kind == K.JSON:
-        code, raw = stored
-        return jsonbin.to_text(code, raw)
-    if kind in (K.DATE, K.DATETIME, K.TIMESTAMP):
-        v = mytime.packed_to_python(stored, kind=kind.value)
-        return ZERO_DATE if v is None else v
-    if kind == K.TIME:
-        if abs(stored) > mytime.MAX_DURATION_NS:
-            raise CodecError(f"TIME value {stored}ns out of range", column=col.name)
-        return mytime.duration_to_text(stored, col.fsp)
-    if kind == K.VECTOR:
-        return vector_to_text(stored)
-    raise CodecError(f"cannot decode kind {kind}", column=col.name)
+    read = _FROM_STORED.get(kind)
+    if read is None:
+        raise CodecError(f"cannot decode kind {kind}", column=col.name)
+    return read(col, stored)
+
+
+def _decimal_from_stored(col: ColumnSchema, stored: Any) -> Decimal | str:
+    d, _prec, frac = stored
+    prec, scale = col.decimal_precision
+    if frac != scale or d.as_tuple().exponent != -scale:
+        d = mydecimal.quantize(d, prec, scale)
+    elif d.adjusted() >= prec - scale and not d.is_zero():
+        raise CodecError(f"decimal {d} does not fit DECIMAL({prec},{scale})", column=col.name)
+    return d if col.kind == K.DECIMAL else format(d, "f")
+
+
+def _text_from_stored(col: ColumnSchema, stored: Any) -> str:
+    try:
+        return stored.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CodecError(f"invalid UTF-8 in text column at byte {e.start}", column=col.name) from None
+
+
+def _enum_from_stored(col: ColumnSchema, stored: Any) -> str:
+    if stored == 0:
+        return ""
+    if stored > len(col.elems):
+        raise CodecError(f"enum index {stored} out of range 1..{len(col.elems)}", column=col.name)
+    return col.elems[stored - 1]
+
+
+def _set_from_stored(col: ColumnSchema, stored: Any) -> str:
+    if stored >> len(col.elems):
+        raise CodecError(
+            f"set bits {stored:#x} name values beyond {len(col.elems)} elements", column=col.name
+        )
+    return ",".join(e for i, e in enumerate(col.elems) if stored >> i & 1)
+
+
+def _bit_from_stored(col: ColumnSchema, stored: Any) -> bytes:
+    width = (max(col.flen, 1) + 7) // 8
+    if stored >> (8 * width):
+        raise CodecError(f"bit value {stored:#x} wider than BIT({col.flen})", column=col.name)
+    return stored.to_bytes(width, "big")
+
+
+def _time_point_from_stored(col: ColumnSchema, stored: Any) -> Any:
+    v = mytime.packed_to_python(stored, kind=col.kind.value)
+    return ZERO_DATE if v is None else v
+
+
+def _duration_from_stored(col: ColumnSchema, stored: Any) -> str:
+    if abs(stored) > mytime.MAX_DURATION_NS:
+        raise CodecError(f"TIME value {stored}ns out of range", column=col.name)
+    return mytime.duration_to_text(stored, col.fsp)
+
+
+# The kinds beyond integers (and, when reading, the values kept as they are), each one function.
+_TO_STORED: dict[K, Callable[[ColumnSchema, Any], Any]] = {
+    K.FLOAT32: _float_to_stored,
+    K.FLOAT64: _float_to_stored,
+    K.DECIMAL: _decimal_to_stored,
+    K.DECIMAL_STR: _decimal_to_stored,
+    K.TEXT: _bytes_to_stored,
+    K.BINARY: _bytes_to_stored,
+    K.ENUM: _enum_index,
+    K.SET: _set_bits,
+    K.BIT: _bit_to_stored,
+    K.JSON: _json_to_stored,
+    K.DATE: _time_point_to_stored,
+    K.DATETIME: _time_point_to_stored,
+    K.TIMESTAMP: _time_point_to_stored,
+    K.TIME: _duration_to_stored,
+    K.VECTOR: _vector_to_stored,
+}
+_FROM_STORED: dict[K, Callable[[ColumnSchema, Any], Any]] = {
+    K.UINT64: lambda col, stored: Decimal(stored),
+    K.FLOAT32: lambda col, stored: stored_float32(stored),
+    K.DECIMAL: _decimal_from_stored,
+    K.DECIMAL_STR: _decimal_from_stored,
+    K.TEXT: _text_from_stored,
+    K.ENUM: _enum_from_stored,
+    K.SET: _set_from_stored,
+    K.BIT: _bit_from_stored,
+    K.JSON: lambda col, stored: jsonbin.to_text(*stored),
+    K.DATE: _time_point_from_stored,
+    K.DATETIME: _time_point_from_stored,
+    K.TIMESTAMP: _time_point_from_stored,
+    K.TIME: _duration_from_stored,
+    K.VECTOR: lambda col, stored: vector_to_text(stored),
+}
 
 
 def vector_to_text(raw: bytes) -> str:
