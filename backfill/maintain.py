@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from backfill.apply.layout import KEY_COLUMNS_PROPERTY, TARGET_FILE_SIZE_PROPERTY
+from backfill.apply.table_layout import KEY_COLUMNS_PROPERTY, TARGET_FILE_SIZE_PROPERTY
 from backfill.sources.base import CheckpointBook
 from tidelake import delta
 from tidelake.faults import fault_point

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from backfill.apply.catalog import CatalogTarget, sync_warehouse
 from backfill.apply.stage import ApplyTarget, apply_window
+from backfill.apply.table_names import CatalogTarget, sync_warehouse
 from backfill.report import RunResult
 from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook, NoWindow, StageClock

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from backfill.apply.catalog import CatalogTarget
+from backfill.apply.table_names import CatalogTarget
 from backfill.sources.base import CheckpointBook
 from reconcile.downstream import VersionTs, choose_version, version_history
 from tidelake.errors import InputError

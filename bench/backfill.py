@@ -169,7 +169,7 @@ def streaming_baseline(spark, config, work: Path, batch: int) -> float:
     from backfill.codec.keys import table_prefix
     from backfill.sources.kvscan import keyranges as ch
     from backfill.sources.kvscan.captures import list_scans
-    from backfill.sources.kvscan.decode import decode_changes
+    from backfill.sources.kvscan.row_decode import decode_changes
     from backfill.sources.kvscan.source import events_by_key_range, load_capture_schema, survey_regions
     from tidelake.conventions import table_path
 

@@ -3,7 +3,7 @@
 Per key the last change wins: the highest commit ts; at one commit ts a PUT wins over a DELETE (one
 transaction holds one mutation per key, so a DELETE and a PUT of a key at one ts are the two halves of a
 moved or split row: TiCDC writes split updates as DELETEs before PUTs, or as D/I pairs), then the later
-line. kv-scan applies the same rule to key bytes before it decodes (`sources/kvscan/collapse.py`).
+line. kv-scan applies the same rule to key bytes before it decodes (`sources/kvscan/range_collapse.py`).
 
 A table without a key is a multiset: its window collapses to the net number of copies per whole row.
 At-least-once duplicates must be gone before either (sources drop repeated deliveries of a transaction).

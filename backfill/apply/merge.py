@@ -13,7 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from backfill.apply.collapse import COPIES, before_columns, expand_copies
-from backfill.apply.layout import KEY_COLUMNS_PROPERTY, MergeStrategy, clustering_columns, table_properties
+from backfill.apply.table_layout import (
+    KEY_COLUMNS_PROPERTY,
+    MergeStrategy,
+    clustering_columns,
+    table_properties,
+)
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta, fs

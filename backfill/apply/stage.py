@@ -14,11 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from backfill.apply.catalog import CatalogTarget, sync_names
 from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
-from backfill.apply.layout import apply_properties, merge_strategy
 from backfill.apply.merge import (
     arrow_key_bounds,
     create_table,
@@ -27,6 +25,8 @@ from backfill.apply.merge import (
     key_range_columns,
     merge_changes,
 )
+from backfill.apply.table_layout import apply_properties, merge_strategy
+from backfill.apply.table_names import CatalogTarget, sync_names
 from backfill.report import TableOutcome
 from backfill.sources.base import RowChanges, StageClock, Window
 from backfill.tables import RowIdentity

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import backfill.apply.stage as stage
-from backfill.apply.catalog import CatalogConflict
+from backfill.apply.table_names import CatalogConflict
 from backfill.cli import main
 from backfill.run import run_backfill
 from tests.captures import Capture, ddl_job, users_table

@@ -8,8 +8,8 @@ from types import MappingProxyType
 
 import pytest
 
-from backfill.apply.layout import MergeStrategy
 from backfill.apply.merge import merge_changes, merged_rows, rewrite_table_with
+from backfill.apply.table_layout import MergeStrategy
 from backfill.codec import TableSchema
 from tests.captures import users_table
 from tests.spark.test_table_layout import apply, last_operation

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backfill.apply.catalog import CatalogTarget, same_location, sql_string
+from backfill.apply.table_names import CatalogTarget, same_location, sql_string
 from backfill.snapshot import NotAtTs, TableHistory, latest_common_ts, nearest, version_at
 from reconcile.downstream import VersionTs
 from tidelake.config import TargetConfig

@@ -11,7 +11,7 @@ import pytest
 from backfill.codec import TableSchema, decode_row, encode_row, record_key
 from backfill.codec.checksum import append_raw_checksum, checksum_failures, row_checksum_ok
 from backfill.codec.tableinfo import column_info, table_info
-from backfill.sources.kvscan.decode import decode_changes_batch
+from backfill.sources.kvscan.row_decode import decode_changes_batch
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from backfill.codec import record_key
-from backfill.sources.kvscan.collapse import BAD_ROWS, CollapsePlan, collapse_changes, record_key_parts
+from backfill.sources.kvscan.range_collapse import BAD_ROWS, CollapsePlan, collapse_changes, record_key_parts
 
 pytestmark = pytest.mark.unit
 

@@ -8,9 +8,9 @@ import pytest
 
 from backfill.codec import CodecError, TableSchema, encode_row, record_key
 from backfill.codec.tableinfo import column_info, table_info
-from backfill.sources.kvscan.collapse import CollapsePlan, collapse_changes
-from backfill.sources.kvscan.decode import decode_changes_batch
 from backfill.sources.kvscan.matcher import StreamEvent, match_events
+from backfill.sources.kvscan.range_collapse import CollapsePlan, collapse_changes
+from backfill.sources.kvscan.row_decode import decode_changes_batch
 from tidelake.conventions import BEFORE_PREFIX, OP
 
 pytestmark = pytest.mark.unit

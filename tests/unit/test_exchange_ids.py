@@ -12,10 +12,10 @@ import pytest
 from backfill.apply.exchange import exchanges
 from backfill.codec import record_key
 from backfill.codec.history import exchanged_partition_id
-from backfill.sources.kvscan.catalog import build_catalog
+from backfill.sources.kvscan.capture_tables import build_catalog
 from backfill.sources.kvscan.chain import table_resolved_ts
-from backfill.sources.kvscan.collapse import CollapsePlan, collapse_changes
 from backfill.sources.kvscan.format import TableDoc
+from backfill.sources.kvscan.range_collapse import CollapsePlan, collapse_changes
 from backfill.sources.kvscan.resolved import SpanProgress
 from backfill.sources.kvscan.source import id_owners
 from tests.captures import ddl_job, users_table

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from backfill.sources.kvscan.catalog import build_catalog
+from backfill.sources.kvscan.capture_tables import build_catalog
 from backfill.sources.kvscan.format import TableDoc
 from tidelake.errors import InputError
 

@@ -9,10 +9,10 @@ from backfill.codec import TableSchema, encode_row, record_key
 from backfill.codec.history import SchemaVersion
 from backfill.codec.keys import table_prefix
 from backfill.sources.kvscan import eager_decode
-from backfill.sources.kvscan.collapse import COLLAPSED_ARROW
-from backfill.sources.kvscan.decode import decode_changes_batch, input_columns
 from backfill.sources.kvscan.eager_decode import EagerDecode, eager_segments, events_per_table
 from backfill.sources.kvscan.format import Region, ScanManifest
+from backfill.sources.kvscan.range_collapse import COLLAPSED_ARROW
+from backfill.sources.kvscan.row_decode import decode_changes_batch, input_columns
 from backfill.tables import TrackedTable
 from tests.captures import users_table
 

@@ -7,7 +7,7 @@ import pytest
 
 from backfill.codec import TableSchema, encode_row, record_key
 from backfill.sources.kvscan import small_tables
-from backfill.sources.kvscan.decode import CHANGE_COLUMNS, decode_changes_batch
+from backfill.sources.kvscan.row_decode import CHANGE_COLUMNS, decode_changes_batch
 from backfill.sources.kvscan.small_tables import decode_on_driver
 from tests.captures import users_table
 from tidelake.errors import InputError

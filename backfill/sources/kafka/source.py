@@ -276,7 +276,7 @@ class KafkaSource(Source[KafkaWindow]):
         return tables, identities, schemas
 
     def _tables_from_schema_folder(self, spark: SparkSession) -> list[TrackedTable]:
-        from backfill.sources.kvscan.catalog import build_catalog
+        from backfill.sources.kvscan.capture_tables import build_catalog
         from backfill.sources.kvscan.format import parse_ddl_jobs_jsonl, parse_tables_jsonl
 
         assert self.config.schema is not None
@@ -400,7 +400,7 @@ def typed_rows(
     types only the events no other event of its own supersedes (`open_supersede`)."""
     from pyspark.sql import functions as F
 
-    from backfill.sources.kvscan.decode import spark_ddl
+    from backfill.sources.kvscan.row_decode import spark_ddl
 
     mine = events.filter(
         (F.col("type") == ROW)

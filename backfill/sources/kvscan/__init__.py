@@ -1,9 +1,10 @@
 """kv-scan: TiKV incremental-scan captures (docs/architecture.md "The kv-scan input").
 
 `format` owns the layout (events Parquet schema, manifest, schema files, writers); `captures` lists
-complete captures; `chain` and `resolved` decide how far a run can go; `matcher`, `keyranges` and
-`collapse` turn region streams into one change per row; `decode` turns TiDB row bytes into typed rows;
-`source` puts them behind the `Source` interface.
+complete captures; `capture_tables` the tables a run tracks and their schema versions; `chain` and
+`resolved` decide how far a run can go; `matcher`, `keyranges` and `range_collapse` turn region streams
+into one change per row; `row_decode` turns TiDB row bytes into typed rows; `source` puts them behind the
+`Source` interface.
 """
 
 from __future__ import annotations

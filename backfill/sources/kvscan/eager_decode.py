@@ -22,8 +22,8 @@ import pyarrow.compute as pc
 from backfill.codec import CodecError, TableSchema
 from backfill.codec.keys import table_prefix
 from backfill.sources.decode_tasks import DecodeTally
-from backfill.sources.kvscan.collapse import COLLAPSED_ARROW, COLLAPSED_DDL
-from backfill.sources.kvscan.decode import (
+from backfill.sources.kvscan.range_collapse import COLLAPSED_ARROW, COLLAPSED_DDL
+from backfill.sources.kvscan.row_decode import (
     decode_changes_batch,
     decode_error,
     decoded_spark_ddl,

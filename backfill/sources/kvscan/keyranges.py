@@ -19,7 +19,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.sources.kvscan.collapse import CollapsePlan, collapse_changes, match_errors
 from backfill.sources.kvscan.eager_decode import EagerDecode
 from backfill.sources.kvscan.matcher import (
     COMMITTED,
@@ -29,6 +28,7 @@ from backfill.sources.kvscan.matcher import (
     StreamArrays,
     match_stream_arrays,
 )
+from backfill.sources.kvscan.range_collapse import CollapsePlan, collapse_changes, match_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -259,7 +259,7 @@ def by_key_range(
 
 def match_and_collapse(events: DataFrame, plan: CollapsePlan, eager: EagerDecode | None = None) -> DataFrame:
     """Per key range (`by_key_range` output): match the region stream pieces, then keep the last change
-    per (table, row handle) with `collapse.collapse_changes`, and decode the PUTs of `eager`'s segments
+    per (table, row handle) with `range_collapse.collapse_changes`, and decode the PUTs of `eager`'s segments
     (`eager_decode`). Matcher errors come out as rows under table_idx `MATCH_ERRORS`, bad changes under
     `BAD_ROWS`."""
     eager = EagerDecode() if eager is None else eager

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import CodecError, TableSchema
-from backfill.sources.kvscan.decode import (
+from backfill.sources.kvscan.row_decode import (
     CHANGE_COLUMNS,
     OLD_VALUE_COLUMNS,
     decode_changes_batch,

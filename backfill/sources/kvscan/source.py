@@ -24,11 +24,9 @@ from backfill.sources.base import (
 )
 from backfill.sources.decode_tasks import DecodeTasks, decode_task_count
 from backfill.sources.kvscan import keyranges as kr
+from backfill.sources.kvscan.capture_tables import Catalog, build_catalog
 from backfill.sources.kvscan.captures import list_scans
-from backfill.sources.kvscan.catalog import Catalog, build_catalog
 from backfill.sources.kvscan.chain import ScanProgress, TableProgress, choose_chain, scan_progress
-from backfill.sources.kvscan.collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
-from backfill.sources.kvscan.decode import decode_changes, decoded_spark_ddl
 from backfill.sources.kvscan.eager_decode import EagerDecode, eager_segments, events_per_table
 from backfill.sources.kvscan.events import read_events
 from backfill.sources.kvscan.format import (
@@ -39,6 +37,8 @@ from backfill.sources.kvscan.format import (
     parse_tables_jsonl,
 )
 from backfill.sources.kvscan.matcher import COMMITTED
+from backfill.sources.kvscan.range_collapse import BAD_ROWS, MATCH_ERRORS, CollapsePlan
+from backfill.sources.kvscan.row_decode import decode_changes, decoded_spark_ddl
 from backfill.sources.kvscan.small_tables import decode_on_driver, fetch_segments, small_tables
 from backfill.tables import TrackedTable
 from tidelake import fs

@@ -1,6 +1,6 @@
 """Collapse one key range's changes to the last change per row: pure Arrow and numpy, no Spark.
 
-`changes.collapse` sends every key range to its own partition and calls `collapse_changes` there. Doing
+`keyranges` sends every key range to its own partition and calls `collapse_changes` there. Doing
 the per-row work here rather than in Spark expressions matters: Spark inlines derived columns such as
 the physical id into every filter that reads them, and decoding the id from the key nine times a row
 cost more than the whole sort.
