@@ -284,7 +284,8 @@ class KafkaSource(Source):
             schemas = {label: info for label, (_, info) in infos.items()}
         identities = {}
         for i, table in enumerate(tables):
-            sample = plan.samples.get(table.names()[-1]) if table.names() else None
+            # a row event under any of its names (a run may read none of a table renamed later in it)
+            sample = next((plan.samples[n] for n in reversed(table.names()) if n in plan.samples), None)
             schema = table.versions[-1].schema or table.versions[0].schema
             if (
                 schema is not None
