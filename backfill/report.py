@@ -50,6 +50,8 @@ class RunResult:
     zero_dates: int = 0
     blocked: str | None = None  # what holds the resolved ts back, if anything
     note: str | None = None
+    # (topic, partition, changes): re-sent changes the source recognised and skipped (Kafka)
+    resent_skipped: list[tuple[str, int, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,10 @@ class RunResult:
             "zero_dates_as_null": self.zero_dates,
             "blocked_by": self.blocked,
             "note": self.note,
+            "resent_skipped": [
+                {"topic": topic, "partition": partition, "changes": changes}
+                for topic, partition, changes in self.resent_skipped
+            ],
             "stage_seconds": {k: round(v, 3) for k, v in self.stage_seconds.items()},
         }
 
@@ -89,6 +95,9 @@ class RunResult:
             console.print(f"resolved ts set by {self.blocked}")
         if self.note:
             console.print(self.note)
+        if self.resent_skipped:
+            parts = ", ".join(f"{t}[{p}] {n}" for t, p, n in self.resent_skipped)
+            console.print(f"re-sent changes skipped (sent again after a TiCDC restart): {parts}")
 
 
 def _utc(ts: int | None) -> str | None:

@@ -47,7 +47,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     if isinstance(window, NoWindow):
         return RunResult(
             config.job.name, window.checkpoint_ts, window.checkpoint_ts, [], [], clock.seconds,
-            blocked=window.blocked, note=window.note,
+            blocked=window.blocked, note=window.note, resent_skipped=list(window.resent_skipped),
         )  # fmt: skip
     changes = source.row_changes(spark, window, clock)
     try:
@@ -59,7 +59,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     _sync_catalog(spark, catalog, CheckpointBook(spark, config.target.warehouse, config.job.app_id))
     return RunResult(
         config.job.name, window.checkpoint_ts, window.resolved_ts, list(window.inputs), outcomes, clock.seconds,
-        zero_dates=changes.zero_dates(), blocked=window.blocked,
+        zero_dates=changes.zero_dates(), blocked=window.blocked, resent_skipped=list(window.resent_skipped),
     )  # fmt: skip
 
 

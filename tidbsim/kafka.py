@@ -14,7 +14,13 @@ per partition, as TiCDC's MQ sink would send them (reference ticdc-protocols.md 
   ts; they are sent at each scan's resolved ts (so a consumer reaching the last one holds the simulator's
   expected state) and every ``resolved_every`` rows in between, never past the last scan's resolved ts;
 - ``restarts`` times, at a resolved point, the producer "restarts": every row sent since the previous
-  resolved event is sent again (same partitions, after the originals): at-least-once duplicates.
+  resolved event is sent again (same partitions, after the originals): at-least-once duplicates;
+- ``late_restarts`` times, the changefeed restarts after a resolved event: a restarted owner or processor
+  resumes from the checkpoint it persisted, the resolved point two before, and sends every row and DDL
+  since it again (same partitions), then that older checkpoint as a resolved event (lower than what the
+  partitions carry). Every other such restart happens after the resolved event reached only some
+  partitions; the restarted changefeed sends it to all of them once it caught up;
+- ``from_creation``: the changefeed starts before the databases exist (CREATE DATABASE / TABLE events).
 
 With ``protocol="canal-json"`` (and the TiDB extension, as tidelake needs it): one message per row change
 (``canal_json_row_event_encoder.go``, the storage simulator's encoder without a terminator), a DDL to
@@ -68,6 +74,8 @@ class Changefeed:
     time_zone: str = "UTC"
     resolved_every: int = 64
     restarts: int = 1
+    late_restarts: int = 0
+    from_creation: bool = False
     seed: int = 0
     protocol: str = "open-protocol"  # or canal-json (enable-tidb-extension=true)
 
@@ -191,7 +199,7 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     scans = _index(out)
     if not scans:
         return
-    start_ts = scans[0]["checkpoint_ts"]
+    start_ts = 0 if feed.from_creation else scans[0]["checkpoint_ts"]
     marks = sorted({s["resolved_ts"] for s in scans})
     final = marks[-1]
     rng = random.Random(feed.seed)
@@ -201,13 +209,23 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     schemas: dict[Any, TableSchema] = {}
     encoders: dict[Any, CanalJsonEncoder] = {}
     since_resolved: list[tuple[int, bytes, bytes]] = []
+    # every change since the resolved point two before the last: (ts, partitions or None for a row, key, value)
+    history: list[tuple[int, tuple[int, ...] | int, bytes, bytes]] = []
+    points: list[int] = [start_ts]  # the resolved points sent so far
     restarts_left = feed.restarts
+    late_left = feed.late_restarts
     rows_since = 0
     last_ts = start_ts
     last_resolved = 0
 
+    def send_resolved(ts: int, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
+        if canal:
+            yield from producer.broadcast(b"", canal_watermark_value(ts), partitions)
+        else:
+            yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"", partitions)
+
     def resolved(ts: int) -> Iterator[KafkaMessage]:
-        nonlocal restarts_left, rows_since, last_resolved
+        nonlocal restarts_left, late_left, rows_since, last_resolved
         if ts <= last_resolved:
             return
         if restarts_left and since_resolved and rng.random() < 0.5:
@@ -218,10 +236,28 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
         since_resolved.clear()
         rows_since = 0
         last_resolved = ts
-        if canal:
-            yield from producer.broadcast(b"", canal_watermark_value(ts))
-        else:
-            yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"")
+        late = bool(late_left and history and rng.random() < 0.5)
+        some = late and (feed.late_restarts - late_left) % 2 == 1 and feed.partitions > 1
+        reached = (
+            sorted(rng.sample(range(feed.partitions), rng.randint(1, feed.partitions - 1))) if some else None
+        )
+        yield from send_resolved(ts, reached)
+        points.append(ts)
+        older = points[max(0, len(points) - 3)]  # the checkpoint a restart resumes from
+        del history[: sum(1 for h in history if h[0] <= older)]  # what it sends again
+        if late:  # restarted from the checkpoint it persisted, older than what it had sent
+            late_left -= 1
+            yield from producer.flush()
+            for _, where, k, v in history:
+                if isinstance(where, int):
+                    yield from producer.add(where, k, v)
+                else:
+                    yield from producer.broadcast(k, v, where)
+            yield from producer.flush()
+            if older:
+                yield from send_resolved(older)  # its checkpoint, below the partitions' watermarks
+            if reached is not None:
+                yield from send_resolved(ts)  # caught up: the resolved ts reaches every partition
 
     for rec in read_changelog(out / CHANGELOG_PATH):
         kind = rec[0]
@@ -243,11 +279,14 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
             last_ts = ts
         if kind == "ddl":
             _, fts, db, table, query, action, _info = rec
-            if canal:  # partition 0 only (mq_ddl_sink.go), after every row before it
-                yield from producer.broadcast(b"", canal_ddl_value(fts, db, table, query), [0])
+            to: tuple[int, ...] = (0,)  # canal-json: partition 0 only (mq_ddl_sink.go)
+            if canal:  # after every row before it
+                key, value = b"", canal_ddl_value(fts, db, table, query)
             else:
                 value = compress(feed.compression, ddl_value_json(query, action))
-                yield from producer.broadcast(key_json(fts, db, table, type_=2, flavor=feed.flavor), value)
+                key, to = key_json(fts, db, table, type_=2, flavor=feed.flavor), tuple(range(feed.partitions))
+            yield from producer.broadcast(key, value, to)
+            history.append((fts, to, key, value))
             since_resolved.clear()
             continue
         _, cts, db, table, skey, ptn, new, old = rec
@@ -285,6 +324,7 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
         }
         partition = dispatcher.partition(feed.partitions, db, table, cts, values, handle)
         since_resolved.append((partition, key, value))
+        history.append((cts, partition, key, value))
         rows_since += 1
         yield from producer.add(partition, key, value)
     while marks:
@@ -433,20 +473,45 @@ __all__ = [
 ]
 
 
-def write_schema_folder(out: str | Path, dest: str | Path) -> Path:
+def write_schema_folder(out: str | Path, dest: str | Path, *, from_creation: bool = False) -> Path:
     """The `[source.kafka] schema` folder for the simulation under ``out``: the first capture's
-    tables.jsonl (the TableInfo at the changefeed's start) and every DDL job of every capture."""
+    tables.jsonl (the TableInfo at the changefeed's start) and every DDL job of every capture.
+    ``from_creation`` (a changefeed started before the databases exist): no table at first, and the
+    CREATE DATABASE / CREATE TABLE jobs of the initial tables too."""
     from tidbsim.expected import load_index
 
     out, dest = Path(out), Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     scans = load_index(out)
     first = out / "scans" / scans[0]["scan_id"] / "schema"
-    (dest / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
     jobs: dict[int, str] = {}
+    if from_creation:
+        (dest / "tables.jsonl").write_text("")
+        for rec in read_changelog(out / CHANGELOG_PATH):
+            if rec[0] == "ddl" and rec[1] <= scans[0]["checkpoint_ts"]:
+                job_id = (1 << 40) + len(jobs)  # apart from the captures' job ids
+                jobs[job_id] = json.dumps(_creation_job(job_id, *rec[1:]))
+    else:
+        (dest / "tables.jsonl").write_bytes((first / "tables.jsonl").read_bytes())
     for scan in scans:
         path = out / "scans" / scan["scan_id"] / "schema" / "ddl_jobs.jsonl"
         for line in path.read_text().splitlines() if path.exists() else []:
             jobs.setdefault(json.loads(line)["id"], line)
     (dest / "ddl_jobs.jsonl").write_text("".join(f"{line}\n" for line in jobs.values()))
     return dest
+
+
+def _creation_job(
+    job_id: int, finished_ts: int, db: str, table: str, query: str, action: int, info: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The done job (TiDB ``model.Job`` fields the readers use) of a CREATE DATABASE / TABLE."""
+    return {
+        "id": job_id,
+        "type": action,
+        "schema_name": db,
+        "table_name": table,
+        "table_id": info["id"] if info is not None else 0,
+        "state": 6,  # synced
+        "query": query,
+        "binlog": {"TableInfo": info, "FinishedTS": finished_ts, "MultipleTableInfos": None},
+    }

@@ -197,7 +197,11 @@ def key_json(
     """Key JSON of a row (1), DDL (2) or resolved (3) event in the flavor's field order."""
     if type_ == 3:
         return go_json({"ts": ts, "t": 3})
-    doc: dict[str, Any] = {"ts": ts, "scm": schema_name, "tbl": table}
+    doc: dict[str, Any] = {"ts": ts}
+    if schema_name:  # `omitempty` (internal/message_key.go): a database's DDL has no table
+        doc["scm"] = schema_name
+    if table:
+        doc["tbl"] = table
     if flavor == "tiflow":
         if row_id:
             doc["rid"] = row_id

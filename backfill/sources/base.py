@@ -90,6 +90,8 @@ class Window:
     inputs: tuple[str, ...] = ()  # what the source read, for the report (kv-scan: capture ids)
     commit_metadata: Mapping[str, Any] = field(default_factory=dict)  # recorded for the next run
     identities: Mapping[int, RowIdentity] = field(default_factory=dict)  # per table; default: the handle
+    # (input, partition, changes): changes read again after a producer restart, recognised and skipped
+    resent_skipped: tuple[tuple[str, int, int], ...] = ()
 
     def identity(self, table: int) -> RowIdentity:
         """How the rows of table `table` are told apart (`RowIdentity`)."""
@@ -103,6 +105,7 @@ class NoWindow:
     checkpoint_ts: int | None
     note: str
     blocked: str | None = None
+    resent_skipped: tuple[tuple[str, int, int], ...] = ()  # as `Window.resent_skipped`
 
 
 class RowChanges(ABC):

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from backfill.cli import main
-from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+from backfill.sources.ticdc.open_protocol import RESOLVED, Where, frame, split_frames
 from tidbsim import SimulationConfig, load_index, simulate
 from tidbsim.kafka import Changefeed, KafkaMessage, open_protocol_messages, publish
 from tidbsim.ticdc_open import key_json
@@ -71,6 +73,15 @@ def resolved(topic: str, partition: int, ts: int) -> KafkaMessage:
         frame([key_json(ts, "", "", type_=RESOLVED)], version=True),
         frame([b""], version=False),
     )
+
+
+def table_rows(spark, warehouse: Path) -> dict[str, list[str]]:
+    return {
+        table: sorted(
+            map(repr, spark.read.format("delta").load(str(warehouse / table.replace(".", "/"))).collect())
+        )
+        for table in versions(spark, warehouse)
+    }
 
 
 def fails(conf: Path, capsys, *needles: str) -> None:
@@ -220,3 +231,65 @@ def test_a_ddl_the_schema_folder_lacks_stops_the_run_naming_it(
     publish([ddl, *after], kafka_broker.bootstrap, partitions=2)
     fails(conf, capsys, f"DDL of {table} at ts {ts}", "is not in the schema folder", "partition 0")
     assert versions(spark, tmp_path / "wh") == before
+
+
+def test_changes_sent_again_after_a_resolved_event_are_skipped_and_counted(
+    spark, kafka_broker, sim, tmp_path, landed, capsys
+):
+    """A restarted changefeed sends rows that already landed again, after the resolved events that
+    covered them: the next run skips them (tiflow's consumer: fallback rows), counts them per partition
+    in its result and in `backfill status`, and the tables stay as they were."""
+    conf, topic, before = landed
+    last = load_index(sim)[-1]["resolved_ts"]
+    feed = Changefeed(topic=topic, partitions=2)
+    rows = [m for m in open_protocol_messages(sim, feed) if m.partition == 0 and b'"t":1' in m.key]
+    keys = [json.loads(k) for m in rows for k in split_frames(m.key[8:], Where(topic, 0, 0), "key")]
+    events = sum(1 for k in keys if k["ts"] <= last)  # those above the last resolved ts are no re-sends
+    assert 0 < events < len(keys)
+    held = table_rows(spark, tmp_path / "wh")
+    publish([*rows, *(resolved(topic, p, last + 20) for p in (0, 1))], kafka_broker.bootstrap, partitions=2)
+    capsys.readouterr()
+    assert main(["run", "--config", str(conf), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["resent_skipped"] == [{"topic": topic, "partition": 0, "changes": events}]
+    assert result["resolved_ts"] == last + 20 and table_rows(spark, tmp_path / "wh") == held
+    parts = {p["partition"]: p for p in source_progress(conf, capsys)["partitions"]}
+    assert parts[0]["resent_skipped"] == events and parts[1]["resent_skipped"] == 0
+
+
+def test_database_ddls_pass_and_drop_database_needs_its_job(
+    spark, kafka_broker, sim, tmp_path, landed, capsys
+):
+    """CREATE / ALTER DATABASE change no table (the key names no table, `tbl` omitted as TiCDC does); a
+    DROP DATABASE drops that database's tables, which the schema folder must show: without the job, exit
+    2 naming it; with it, the database's tables go (folder and all), the others stay."""
+    from backfill.sources.ticdc.open_protocol import DDL
+    from tidbsim.ticdc_open import ddl_value_json
+
+    conf, topic, before = landed
+    folder = tmp_path / "schema"
+    shutil.copytree(sim / "scans" / load_index(sim)[0]["scan_id"] / "schema", folder)
+    conf.write_text(re.sub(r'schema = ".*"', f'schema = "{folder}"', conf.read_text()))
+    db = sorted(before)[0].split(".")[0]
+    ts = load_index(sim)[-1]["resolved_ts"] + (1 << 18)
+
+    def ddl(at: int, query: str, action: int) -> list[KafkaMessage]:
+        key = frame([key_json(at, db if "new" not in query else "newdb", "", type_=DDL)], version=True)
+        messages = [
+            KafkaMessage(topic, p, key, frame([ddl_value_json(query, action)], version=False)) for p in (0, 1)
+        ]
+        return [*messages, *(resolved(topic, p, at + 1) for p in (0, 1))]
+
+    publish([*ddl(ts, "CREATE DATABASE `newdb`", 1), *ddl(ts + 10, f"ALTER DATABASE `{db}` CHARSET utf8mb4", 15)],
+            kafka_broker.bootstrap, partitions=2)  # fmt: skip
+    assert main(["run", "--config", str(conf)]) == 0
+    assert versions(spark, tmp_path / "wh").keys() == before.keys()
+
+    publish(ddl(ts + 20, f"DROP DATABASE `{db}`", 2), kafka_broker.bootstrap, partitions=2)
+    fails(conf, capsys, f"'DROP DATABASE `{db}`' at ts {ts + 20} drops {db}.", "partition 0")
+    job = {"id": 1 << 40, "type": 2, "schema_name": db, "table_id": 0, "state": 6,
+           "query": f"DROP DATABASE `{db}`", "binlog": {"FinishedTS": ts + 20}}  # fmt: skip
+    with (folder / "ddl_jobs.jsonl").open("a") as f:
+        f.write(json.dumps(job) + "\n")
+    assert main(["run", "--config", str(conf)]) == 0
+    assert sorted(versions(spark, tmp_path / "wh")) == sorted(t for t in before if not t.startswith(f"{db}."))

@@ -13,6 +13,8 @@ from backfill.cli import main
 from backfill.run import run_backfill
 from backfill.sources.ticdc.schema_file import (
     ACTION_ADD_COLUMN,
+    ACTION_CREATE_SCHEMA,
+    ACTION_DROP_SCHEMA,
     ACTION_EXCHANGE_PARTITION,
     ACTION_REORGANIZE_PARTITION,
     ACTION_TRUNCATE_TABLE,
@@ -152,6 +154,38 @@ def test_truncate_rename_and_drop_table(spark, tmp_path) -> None:
     sink.checkpoint(160)
     run(spark, conf)
     assert not (tmp_path / "wh" / "app" / "people").exists()
+
+
+def test_database_schema_files_create_and_drop_every_table_of_their_database(spark, tmp_path) -> None:
+    """Database-level schema files (`<db>/meta/`, no columns): CREATE / ALTER DATABASE change no table;
+    each DROP DATABASE drops the database's tables as DROP TABLE does, also one with a newer table version
+    after it (the database and table created again): rows from before the drop do not come back."""
+    sink = SinkFolder(tmp_path / "sink")
+    sink.schema("", 90, (), query="CREATE DATABASE `app`", action=ACTION_CREATE_SCHEMA)
+    sink.schema(
+        "users", 100, query="CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(32), score INT)", action=3
+    )
+    sink.data(
+        "users", 100, 1, csv_line("I", "users", 110, 1, "a", 1) + csv_line("I", "users", 115, 2, "b", 2)
+    )
+    sink.schema("", 120, (), query="ALTER DATABASE `app` CHARSET utf8mb4", action=15)
+    sink.checkpoint(125)
+    conf = config(tmp_path)
+    run(spark, conf)
+    assert rows(spark, tmp_path) == [(1, "a", 1, 110), (2, "b", 2, 115)]
+    sink.schema("", 130, (), query="DROP DATABASE `app`", action=ACTION_DROP_SCHEMA)
+    sink.schema("", 140, (), query="CREATE DATABASE `app`", action=ACTION_CREATE_SCHEMA)
+    sink.schema(
+        "users", 150, query="CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(32), score INT)", action=3
+    )
+    sink.data("users", 150, 1, csv_line("I", "users", 160, 3, "c", 3))
+    sink.checkpoint(170)
+    run(spark, conf)
+    assert rows(spark, tmp_path) == [(3, "c", 3, 160)]
+    sink.schema("", 180, (), query="DROP DATABASE `app`", action=ACTION_DROP_SCHEMA)
+    sink.checkpoint(190)
+    run(spark, conf)
+    assert not (tmp_path / "wh" / "app" / "users").exists()
 
 
 def test_a_rename_killed_before_removing_the_old_table_is_finished_by_the_rerun(spark, tmp_path) -> None:

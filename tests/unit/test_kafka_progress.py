@@ -35,7 +35,7 @@ def test_metadata_round_trip():
 
 
 def test_where_earlier_reads_ended_bounds_the_changes_after_them():
-    """From the offset a run's read ended on, a change at or below the watermark it recorded is bad input;
+    """From the offset a run's read ended on, a change at or below the watermark it recorded is a re-send;
     the furthest read gives the bound; records without read ends (older versions) give none."""
     first = RunRecord({P0: 0}, {P0: 40}, {P0: 500, P1: 450}, ("db.a",), 100, 450, read_ends={P0: 60, P1: 50})
     later = RunRecord({P0: 40}, {P0: 90}, {P0: 900}, ("db.b",), 450, 800, read_ends={P0: 95})
@@ -43,6 +43,21 @@ def test_where_earlier_reads_ended_bounds_the_changes_after_them():
     start = run_start([TableRecord("db.a", 450, first), TableRecord("db.b", 800, later)], KEPT)
     assert start.sent == {P0: (95, 900), P1: (50, 450)}
     assert run_start([TableRecord("db.a", 500, record({P0: 0}, {P0: 40}))], KEPT).sent == {}
+
+
+def test_the_resends_skipped_so_far_come_from_the_furthest_read():
+    """The job's count of skipped re-sends per partition is the one recorded with the furthest read end,
+    where the next run's new re-sends start counting."""
+    first = RunRecord(
+        {P0: 0}, {P0: 40}, {P0: 500, P1: 450}, ("db.a",), 100, 450, read_ends={P0: 60, P1: 50},
+        resent_skipped={P0: 3, P1: 2},
+    )  # fmt: skip
+    later = RunRecord(
+        {P0: 40}, {P0: 90}, {P0: 900}, ("db.b",), 450, 800, read_ends={P0: 95}, resent_skipped={P0: 7}
+    )
+    assert RunRecord.from_metadata(later.to_metadata()) == later
+    start = run_start([TableRecord("db.a", 450, first), TableRecord("db.b", 800, later)], KEPT)
+    assert start.skipped == {P0: 7, P1: 2}
 
 
 def test_a_first_run_starts_at_the_earliest_offsets_kept():

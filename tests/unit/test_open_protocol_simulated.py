@@ -4,6 +4,7 @@ must arrive at the simulator's expected state."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from pathlib import Path
 
@@ -110,8 +111,9 @@ def consume(out: Path, feed: Changefeed) -> tuple[dict, int, dict]:
         Changefeed(dispatcher="ts", partitions=2, restarts=3, compression="lz4", time_zone="Asia/Shanghai"),
         Changefeed(dispatcher="rowid", partitions=5, max_batch_size=1, seed=3),
         Changefeed(dispatcher="table", partitions=1, output_old_value=False, restarts=0),
+        Changefeed(dispatcher="index-value", partitions=3, restarts=1, late_restarts=3, seed=4),
     ],
-    ids=lambda f: f.dispatcher,
+    ids=lambda f: f.dispatcher + ("-late-restarts" if f.late_restarts else ""),
 )
 def test_a_naive_consumer_reaches_the_expected_state(sim, feed):
     state, resolved, counts = consume(sim, feed)
@@ -155,6 +157,60 @@ def test_messages_are_batched_broadcast_and_duplicated(sim):
                 seen_resolved = e["ts"]
             elif e["type"] == ROW:
                 assert e["ts"] > seen_resolved
+
+
+def _events(out: Path, feed: Changefeed) -> list[dict]:
+    records, offsets = [], defaultdict(int)
+    for m in open_protocol_messages(out, feed):
+        records.append((m.topic, m.partition, offsets[m.partition], m.key, m.value))
+        offsets[m.partition] += 1
+    return decode_records(records_table(records)).to_pylist()
+
+
+def _resent(events: list[dict]) -> list[dict]:
+    """Rows and DDLs at or below a resolved ts their partition carried before them."""
+    carried: dict[int, int] = defaultdict(int)
+    found = []
+    for e in events:  # in offset order per partition
+        if e["type"] == RESOLVED:
+            carried[e["partition"]] = max(carried[e["partition"]], e["ts"])
+        elif e["ts"] <= carried[e["partition"]]:
+            found.append(e)
+    return found
+
+
+def test_late_restarts_resend_rows_and_ddls_after_resolved_events(tmp_path):
+    """A changefeed restarted from an older checkpoint sends rows and DDLs again after resolved events
+    at or above them, in their own partitions; the older checkpoint comes as a lower resolved event; one
+    resolved event reaches only some partitions before the restart (and the others after it)."""
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))
+    feed = Changefeed(
+        dispatcher="table", partitions=3, restarts=0, late_restarts=12, resolved_every=8, seed=1
+    )
+    events = _events(out, feed)
+    resent = _resent(events)
+    assert {e["type"] for e in resent} == {ROW, DDL}
+    originals = {(e["partition"], e["ts"], e["value"], e["ddl_query"]) for e in events if e not in resent}
+    assert all((e["partition"], e["ts"], e["value"], e["ddl_query"]) in originals for e in resent)
+    marks = {p: [e["ts"] for e in events if e["type"] == RESOLVED and e["partition"] == p] for p in range(3)}
+    assert any(b < a for m in marks.values() for a, b in itertools.pairwise(m))  # a lower one
+    assert len({tuple(m) for m in marks.values()}) > 1  # one reached some partitions first
+    assert {max(m) for m in marks.values()} == {load_index(out)[-1]["resolved_ts"]}
+    assert not _resent(_events(out, Changefeed(dispatcher="table", partitions=3, restarts=2)))
+
+
+def test_a_changefeed_from_creation_sends_the_database_and_table_ddls(tmp_path):
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=2, rows=5, txns=20, scans=1, ticdc_changelog=True))
+    events = _events(out, Changefeed(dispatcher="table", partitions=2, from_creation=True))
+    first = [
+        (e["schema"], e["table"], e["ddl_query"].split(" ")[:2])
+        for e in events
+        if e["partition"] == 0 and e["type"] == DDL
+    ]
+    assert first[0][1] is None and first[0][2] == ["CREATE", "DATABASE"]  # `tbl` omitted, as TiCDC does
+    assert any(q == ["CREATE", "TABLE"] for _, _, q in first[1:])
 
 
 def test_ddls_are_broadcast_in_commit_order(tmp_path):

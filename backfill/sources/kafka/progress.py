@@ -47,8 +47,10 @@ class RunRecord:
     run_resolved_ts: int
     schemas: Mapping[str, Any] = field(default_factory=dict)  # db.table -> inferred TableInfo
     # where the run's read ended: every message from there on comes after the resolved events that gave
-    # `watermarks`, so no change in it may be at or below them (empty in records of older versions)
+    # `watermarks`, so a change in it at or below them is a re-send (empty in records of older versions)
     read_ends: Mapping[TopicPartition, int] = field(default_factory=dict)
+    # per partition: the re-sent changes the job skipped so far, up to `read_ends` (each counted once)
+    resent_skipped: Mapping[TopicPartition, int] = field(default_factory=dict)
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -61,6 +63,7 @@ class RunRecord:
                 "run_resolved_ts": self.run_resolved_ts,
                 "schemas": dict(self.schemas),
                 "read_ends": offsets_to_json(self.read_ends),
+                "resent_skipped": offsets_to_json(self.resent_skipped),
             }
         }
 
@@ -78,6 +81,7 @@ class RunRecord:
             int(doc.get("run_resolved_ts") or 0),
             dict(doc.get("schemas") or {}),
             offsets_from_json(doc.get("read_ends")),
+            offsets_from_json(doc.get("resent_skipped")),
         )
 
 
@@ -97,8 +101,10 @@ class Start:
     offsets: dict[TopicPartition, int]
     watermarks: dict[TopicPartition, int]
     checkpoint_ts: int  # the lowest table checkpoint: a table new to the job starts here
-    # per partition (offset, ts): from that offset on, a change at or below ts is bad input (`RunRecord`)
+    # per partition (offset, ts): from that offset on, a change at or below ts is a re-send (`RunRecord`)
     sent: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    # per partition: re-sent changes skipped before the offset of `sent` (`RunRecord.resent_skipped`)
+    skipped: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]) -> Start:
@@ -127,12 +133,17 @@ def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition,
     offsets = {tp: min(c.get(tp, 0) for c, _ in candidates) for tp in partitions}
     watermarks = {tp: min(w.get(tp, 0) for _, w in candidates) for tp in partitions}
     sent: dict[TopicPartition, tuple[int, int]] = {}
+    skipped: dict[TopicPartition, int] = {}
     for t in tables:
         for tp, end in (t.record.read_ends if t.record is not None else {}).items():
             mark = t.record.watermarks.get(tp) if t.record is not None else None
             if tp in partitions and mark and end > sent.get(tp, (-1, 0))[0]:
                 sent[tp] = (end, mark)
-    return Start(offsets, {tp: w for tp, w in watermarks.items() if w}, min(checkpoints, default=0), sent)
+                skipped[tp] = t.record.resent_skipped.get(tp, 0) if t.record is not None else 0
+    watermarks = {tp: w for tp, w in watermarks.items() if w}
+    return Start(
+        offsets, watermarks, min(checkpoints, default=0), sent, {tp: n for tp, n in skipped.items() if n}
+    )
 
 
 def check_offsets(

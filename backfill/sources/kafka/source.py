@@ -5,13 +5,15 @@ Plan: the partitions' offsets from the brokers, the start offsets from the table
 `mapInArrow` (framing, keys, DDL and resolved events; row values kept as bytes) and persisted. Small
 aggregates give the driver the plan: each partition's last resolved event (its watermark; the global
 resolved ts is their minimum), the DDL events, the tables seen, and per partition the first message above
-the resolved ts (where the next run reads from). Changes: per (table, segment) the row events inside the
-window are typed in `mapInArrow` by `open_rows` (canal-json: `canal_kafka`, the storage source's decoder);
-the shared collapse does the rest.
+the resolved ts (where the next run reads from). A row or DDL event at or below a resolved ts its
+partition carried before it is a re-send after a TiCDC restart: skipped and counted (`resent_changes`).
+Changes: per (table, segment) the row events inside the window are typed in `mapInArrow` by `open_rows`
+(canal-json: `canal_kafka`, the storage source's decoder); the shared collapse does the rest.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -23,7 +25,7 @@ import pyarrow.compute as pc
 
 from backfill.apply.collapse import LINE
 from backfill.codec import DecodeStats, SchemaVersion, TableSchema
-from backfill.codec.history import EXCHANGE_PARTITION
+from backfill.codec.history import DROP_SCHEMA, EXCHANGE_PARTITION
 from backfill.sources.base import (
     CheckpointBook,
     NoWindow,
@@ -75,8 +77,8 @@ def decode_events(records: DataFrame, compression: str, protocol: str = "open-pr
 
     A task reads one offset range of one topic partition, in order (Spark's Kafka source). Each event gets
     `split`, the range's first offset, and `floor_ts`, the highest resolved ts among the range's events
-    before it (0: none): what the check that no change comes after a resolved ts at or above its own needs,
-    without ordering the events again (`_check_no_change_below_resolved`)."""
+    before it (0: none): what telling a re-sent change from a new one needs, without ordering the events
+    again (`resent_changes`)."""
     decoder = decode_canal_records if protocol == "canal-json" else decode_records
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -105,7 +107,8 @@ def decode_events(records: DataFrame, compression: str, protocol: str = "open-pr
 class KafkaWindow(Window):
     """A window with the decoded events it is cut from."""
 
-    events: Any  # DataFrame, persisted
+    events: Any  # DataFrame: the decoded events but the re-sent changes (None: nothing was read)
+    cached: Any  # DataFrame: the persisted decoded events `events` filters
     time_zone: str = "UTC"
     protocol: str = "open-protocol"
     row_events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (db, table) -> row events read
@@ -120,6 +123,8 @@ class _Plan:
     ddls: list[dict[str, Any]]
     samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> a row event (value, row_id)
     row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
+    # per partition: re-sent changes read (skipped), and those of them no earlier run read
+    resent: dict[broker.TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
 
 class KafkaSource(Source[KafkaWindow]):
@@ -168,8 +173,9 @@ class KafkaSource(Source[KafkaWindow]):
         partitions = list(ranges)
         ends = {tp: end for tp, (_, end) in ranges.items()}
         with clock.stage("read"), input_errors("Kafka messages"):
-            plan = _survey(events)
-            _check_no_change_below_resolved(events, start.sent, plan.split_watermarks, self.config.protocol)
+            plan = _survey(events, start.sent)
+        kept = None if events is None else events.filter(~resent_changes(start.sent, plan.split_watermarks))
+        skipped = tuple((t, p, plan.resent[(t, p)][0]) for t, p in sorted(plan.resent))
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
         resolved_ts = done.resolved_ts if until_ts is None else min(done.resolved_ts, until_ts)
         blocked = None
@@ -177,7 +183,7 @@ class KafkaSource(Source[KafkaWindow]):
             topic, partition = done.holding
             blocked = f"topic {topic!r} partition {partition} (watermark {done.resolved_ts})"
         with clock.stage("resolve"):
-            first_above = _first_offsets_above(events, resolved_ts)
+            first_above = _first_offsets_above(kept, resolved_ts)
             tables, identities, schemas = self._tables(
                 spark, plan, existing, start.checkpoint_ts, resolved_ts
             )
@@ -188,7 +194,7 @@ class KafkaSource(Source[KafkaWindow]):
             if events is not None:
                 events.unpersist()
             note = "nothing new" if resolved_ts else "no resolved event in some partition yet"
-            return NoWindow(min(floors, default=start.checkpoint_ts) or None, note, blocked)
+            return NoWindow(min(floors, default=start.checkpoint_ts) or None, note, blocked, skipped)
         record = RunRecord(
             from_offsets=start.offsets,
             next_offsets=progress.next_offsets(ends, first_above),
@@ -202,6 +208,11 @@ class KafkaSource(Source[KafkaWindow]):
             run_resolved_ts=resolved_ts,
             schemas=schemas,
             read_ends=ends,
+            resent_skipped={
+                tp: start.skipped.get(tp, 0) + plan.resent.get(tp, (0, 0))[1]
+                for tp in partitions
+                if start.skipped.get(tp, 0) + plan.resent.get(tp, (0, 0))[1]
+            },
         )
         inputs = tuple(f"{t}[{p}] {b}..{e}" for (t, p), (b, e) in sorted(ranges.items()))
         return KafkaWindow(
@@ -213,7 +224,9 @@ class KafkaSource(Source[KafkaWindow]):
             inputs=inputs,
             commit_metadata=record.to_metadata(),
             identities=identities,
-            events=events,
+            resent_skipped=skipped,
+            events=kept,
+            cached=events,
             time_zone=self.config.time_zone,
             protocol=self.config.protocol,
             row_events=plan.row_events,
@@ -258,14 +271,21 @@ class KafkaSource(Source[KafkaWindow]):
                         f"{ddl['offset']}: DDL of {label} ({ddl['ddl_query']!r}); the messages do not carry "
                         "the whole schema after a DDL: configure [source.kafka] schema"
                     )
-            tables = [
-                TrackedTable((SchemaVersion(0, TableSchema.from_table_info(info, schema_name=db)),), 0)
-                for db, info in infos.values()
-            ]
+            tables = []
+            for db, info in infos.values():
+                table = TrackedTable(
+                    (SchemaVersion(0, TableSchema.from_table_info(info, schema_name=db)),), 0
+                )
+                for ddl in plan.ddls:  # DROP DATABASE needs no schema: the table goes as with DROP TABLE
+                    if start_ts < ddl["ts"] <= resolved_ts and _dropped_tables([table], ddl):
+                        drop = SchemaVersion(ddl["ts"], None, None, DROP_SCHEMA, ddl["ddl_query"])
+                        table = TrackedTable((*table.versions, drop), 0)
+                tables.append(table)
             schemas = {label: info for label, (_, info) in infos.items()}
         identities = {}
         for i, table in enumerate(tables):
-            sample = plan.samples.get(table.names()[-1]) if table.names() else None
+            # a row event under any of its names (a run may read none of a table renamed later in it)
+            sample = next((plan.samples[n] for n in reversed(table.names()) if n in plan.samples), None)
             schema = table.versions[-1].schema or table.versions[0].schema
             if (
                 schema is not None
@@ -335,8 +355,8 @@ class KafkaSource(Source[KafkaWindow]):
                 zero_dates=lambda: int(zero_dates.value),
                 decode_tasks=tasks.per_table,
             )
-        if window.events is not None:
-            window.events.unpersist()
+        if window.cached is not None:
+            window.cached.unpersist()
         return changes
 
     # ---------------------------------------------------------------------------------------- status
@@ -359,6 +379,7 @@ class KafkaSource(Source[KafkaWindow]):
         rows = []
         for (topic, partition), kept in sorted(partitions.items()):
             mark = start.watermarks.get((topic, partition))
+            sent = start.sent.get((topic, partition))
             rows.append(
                 {
                     "topic": topic,
@@ -371,6 +392,8 @@ class KafkaSource(Source[KafkaWindow]):
                     "watermark_time": ts_to_datetime(mark).isoformat(timespec="milliseconds")
                     if mark
                     else None,
+                    # re-sent changes (after a TiCDC restart) the job skipped in what it read so far
+                    "resent_skipped": start.skipped.get((topic, partition), 0) if sent else None,
                 }
             )
         held = None
@@ -466,19 +489,35 @@ def typed_rows(
     )
 
 
-def _survey(events: DataFrame | None) -> _Plan:
-    """One pass over the decoded events for the driver (one Spark job): per partition (and offset range
-    read by one task) its last resolved event (watermark), the DDL events, a row event per table."""
+def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple[int, int]]) -> _Plan:
+    """Two Spark jobs over the decoded events for the driver: per partition (and offset range read by one
+    task) its highest resolved ts; then, re-sent changes (`resent_changes`) apart and only counted, the
+    DDL events and a row event per table."""
     if events is None:
         return _Plan({}, {}, [], {}, {})
     from pyspark.sql import functions as F
 
     kind = F.col("type")
+    marks = (
+        events.filter(kind == RESOLVED)
+        .groupBy("topic", "partition", "split")
+        .agg(F.max("ts").alias("ts"))
+        .collect()
+    )
+    splits = {(r["topic"], r["partition"], int(r["split"])): int(r["ts"]) for r in marks}
+    seen: dict[broker.TopicPartition, int] = {}
+    for (topic, partition, _), ts in splits.items():
+        seen[(topic, partition)] = max(seen.get((topic, partition), 0), ts)
     ddl = F.struct("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
+    # a re-sent change beyond every earlier run's read is counted for the job's total (`Start.skipped`)
+    first_read = F.col("offset") >= _by_partition(
+        {tp: end for tp, (end, _) in sent.items()}, (F.col("topic"), F.col("partition"), F.lit(0))
+    )
     groups = (
-        events.withColumn("schema", F.when(kind != RESOLVED, F.col("schema")))
-        .withColumn("table", F.when(kind != RESOLVED, F.col("table")))
-        .groupBy("type", "topic", "partition", "split", "schema", "table")
+        events.filter(kind != RESOLVED)
+        .withColumn("_resent", resent_changes(sent, splits))
+        .withColumn("_first_read", first_read)
+        .groupBy("type", "topic", "partition", "schema", "table", "_resent", "_first_read")
         .agg(
             F.max("ts").alias("ts"),
             F.max_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
@@ -487,16 +526,15 @@ def _survey(events: DataFrame | None) -> _Plan:
         )
         .collect()
     )
-    seen: dict[broker.TopicPartition, int] = {}
-    splits: dict[tuple[str, int, int], int] = {}
     ddls: list[dict[str, Any]] = []
     samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
     row_events: dict[tuple[str, str], int] = {}
+    resent: dict[broker.TopicPartition, tuple[int, int]] = {}
     for r in groups:
-        if r["type"] == RESOLVED:
+        if r["_resent"]:
             tp = (r["topic"], r["partition"])
-            seen[tp] = max(seen.get(tp, 0), int(r["ts"]))
-            splits[(*tp, int(r["split"]))] = int(r["ts"])
+            read, first = resent.get(tp, (0, 0))
+            resent[tp] = (read + int(r["events"]), first + (int(r["events"]) if r["_first_read"] else 0))
         elif r["type"] == DDL:
             ddls += [d.asDict() for d in r["ddls"]]
         elif r["type"] == ROW and r["sample"] is not None:
@@ -510,60 +548,53 @@ def _survey(events: DataFrame | None) -> _Plan:
                 }
                 samples[key] = (ts, sample)
     ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
-    return _Plan(seen, splits, ddls, {k: v for k, (_, v) in samples.items()}, row_events)
+    once: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for d in ddls:  # broadcast to every partition, or sent again before a resolved event: one DDL
+        once.setdefault((d["ts"], d["schema"], d["table"], d["ddl_query"]), d)
+    return _Plan(
+        seen, splits, list(once.values()), {k: v for k, (_, v) in samples.items()}, row_events, resent
+    )
 
 
-def _check_no_change_below_resolved(
-    events: DataFrame | None,
-    sent: Mapping[broker.TopicPartition, tuple[int, int]],
-    split_watermarks: Mapping[tuple[str, int, int], int],
-    protocol: str,
-) -> None:
-    """A row or DDL event at or below a resolved ts its partition sent before it is bad input: a resolved
-    event says every change up to its ts was sent (TiCDC re-sends after a restart only above its
-    checkpoint). Before it: a resolved event read now (in the event's own offset range, `floor_ts`, or in an
-    earlier range of its partition), or one an earlier run read (`Start.sent`). Only offending events are
-    ordered, to name the first."""
-    if events is None:
-        return
+def _by_partition(values: Mapping[broker.TopicPartition, int], at: tuple[Any, Any, Any]) -> Any:
+    """A column: the value of the event's partition (`at`: topic, partition, default column)."""
     from pyspark.sql import functions as F
 
-    def case(branches: Iterable[tuple[Any, int]]) -> Any:  # the last branch that holds wins
-        out = F.lit(0).cast("bigint")
-        for condition, mark in branches:
-            out = F.when(condition, F.lit(mark)).otherwise(out)
-        return out
+    out = at[2].cast("bigint")
+    for (topic, partition), value in sorted(values.items()):
+        out = F.when((at[0] == topic) & (at[1] == partition), F.lit(value)).otherwise(out)
+    return out
+
+
+def resent_changes(
+    sent: Mapping[broker.TopicPartition, tuple[int, int]],
+    split_watermarks: Mapping[tuple[str, int, int], int],
+) -> Any:
+    """A column, true for a row or DDL event at or below a resolved ts its partition carried before it.
+
+    TiCDC sends such a change again after a restart: a restarted owner or processor resumes from the
+    checkpoint it persisted, which can be older than the last resolved event it had sent, so the change
+    was sent before that resolved event, in the same partition (tiflow's kafka-consumer: "fallback row,
+    ignore it"). The resolved events before an event: those of its own offset range (`floor_ts`), those of
+    earlier ranges of its partition (`split_watermarks`), and the watermark an earlier run's read ended
+    at (`Start.sent`). Columnar: no event goes to the driver."""
+    from pyspark.sql import functions as F
 
     at = (F.col("topic"), F.col("partition"))
     # after each range with a resolved event: the highest resolved ts of its partition up to that range
-    earlier: list[tuple[Any, int]] = []
+    earlier = F.lit(0).cast("bigint")
     marks: dict[broker.TopicPartition, int] = {}
     for topic, partition, split in sorted(split_watermarks):
         mark = max(marks.get((topic, partition), 0), split_watermarks[(topic, partition, split)])
         marks[(topic, partition)] = mark
-        earlier.append(((at[0] == topic) & (at[1] == partition) & (F.col("split") > split), mark))
-    recorded = case(
-        ((at[0] == topic) & (at[1] == partition) & (F.col("offset") >= end), mark)
-        for (topic, partition), (end, mark) in sent.items()
-    )
-    floor = F.greatest(F.col("floor_ts"), case(earlier), recorded)
-    bad = (
-        events.select(
-            "topic", "partition", "offset", "index", "type", "ts", "schema", "table", floor.alias("_floor")
-        )
-        .filter((F.col("type") != RESOLVED) & (F.col("ts") <= F.col("_floor")) & (F.col("_floor") > 0))
-        .orderBy("topic", "partition", "offset", "index")
-        .limit(1)
-        .collect()
-    )
-    if bad:
-        r = bad[0]
-        what = "row" if r["type"] == ROW else "DDL"
-        raise InputError(
-            f"{protocol}: topic {r['topic']!r} partition {r['partition']} offset {r['offset']}: a {what} event "
-            f"of {r['schema']}.{r['table']} at ts {r['ts']} comes after the partition's resolved ts "
-            f"{r['_floor']}; TiCDC never sends a change at or below a resolved ts it already sent"
-        )
+        here = (at[0] == topic) & (at[1] == partition) & (F.col("split") > split)
+        earlier = F.when(here, F.lit(mark)).otherwise(earlier)
+    recorded = F.lit(0).cast("bigint")
+    for (topic, partition), (end, mark) in sorted(sent.items()):
+        here = (at[0] == topic) & (at[1] == partition) & (F.col("offset") >= end)
+        recorded = F.when(here, F.lit(mark)).otherwise(recorded)
+    floor = F.greatest(F.col("floor_ts"), earlier, recorded)
+    return (F.col("type") != RESOLVED) & (F.col("ts") <= floor) & (floor > 0)
 
 
 def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[broker.TopicPartition, int]:
@@ -602,6 +633,29 @@ def _refuse_exchange_partition(tables: Sequence[TrackedTable], start_ts: int, re
                 )
 
 
+_DROP_DATABASE = re.compile(r"\s*(?:/\*.*?\*/\s*)*DROP\s+(?:DATABASE|SCHEMA)\b", re.IGNORECASE | re.DOTALL)
+
+
+def drops_database(ddl: Mapping[str, Any]) -> bool:
+    """A database-level DDL event (no table) that drops its database: DROP DATABASE / SCHEMA (open protocol
+    gives its ActionType, canal-json only the query)."""
+    return not ddl["table"] and (
+        ddl.get("ddl_type") == DROP_SCHEMA or _DROP_DATABASE.match(ddl["ddl_query"] or "") is not None
+    )
+
+
+def _dropped_tables(tables: Sequence[TrackedTable], ddl: Mapping[str, Any]) -> list[str]:
+    """The tables a DROP DATABASE event leaves in place at its ts (none if it is no DROP DATABASE)."""
+    if not drops_database(ddl):
+        return []
+    db = str(ddl["schema"]).lower()
+    return [
+        f"{schema.schema_name}.{schema.name}"
+        for t in tables
+        if (schema := t.schema_at(ddl["ts"])) is not None and (schema.schema_name or "").lower() == db
+    ]
+
+
 def _check_folder_covers_topic(
     tables: Sequence[TrackedTable],
     plan: _Plan,
@@ -616,6 +670,16 @@ def _check_folder_covers_topic(
     names = {f"{db}.{name}" for t in tables for db, name in t.names()}
     barriers = {v.finished_ts for t in tables for v in t.versions}
     for ddl in plan.ddls:
+        if not ddl["table"]:  # a database's DDL: CREATE / ALTER DATABASE leave every table as it is
+            left = _dropped_tables(tables, ddl) if start_ts < ddl["ts"] <= resolved_ts else []
+            if left:
+                raise InputError(
+                    f"topic {ddl['topic']!r} partition {ddl['partition']} offset {ddl['offset']}: "
+                    f"{ddl['ddl_query']!r} at ts {ddl['ts']} drops {', '.join(left)}, which the schema folder "
+                    f"{folder} still has after it: add the DDL jobs of the upstream up to this ts "
+                    "(ddl_jobs.jsonl)"
+                )
+            continue
         label = f"{ddl['schema']}.{ddl['table']}"
         tracked = label in names or table_matches(patterns, ddl["schema"], ddl["table"])
         if tracked and start_ts < ddl["ts"] <= resolved_ts and ddl["ts"] not in barriers:

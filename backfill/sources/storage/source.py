@@ -145,7 +145,7 @@ class StorageSource(Source[StorageWindow]):
                     continue
                 recorded = [checkpoints.recorded_at(checkpoints.path(t.schema, t.table)) for t, _ in chain]
                 floor = max((r for r in recorded if r is not None), default=None)
-                found = self._plan_table(spark, chain, definitions, floor, drops.get(chain[-1][0].schema))
+                found = self._plan_table(spark, chain, definitions, floor, drops)
                 if found is not None:
                     planned.append(found)
             if not planned:
@@ -168,16 +168,19 @@ class StorageSource(Source[StorageWindow]):
             files=files,
         )
 
-    def _database_drops(self, spark: SparkSession, listing: SinkListing, resolved: int) -> dict[str, int]:
-        """Per database, the ts of its newest DROP DATABASE at or below `resolved` (files verified)."""
-        drops: dict[str, int] = {}
+    def _database_drops(
+        self, spark: SparkSession, listing: SinkListing, resolved: int
+    ) -> dict[str, list[int]]:
+        """Per database, the ts of each DROP DATABASE at or below `resolved`, in order (files verified;
+        CREATE / ALTER DATABASE change no table)."""
+        drops: dict[str, list[int]] = {}
         for file in listing.database_files:
             if file.version > resolved:
                 continue
             definition = self._definition(spark, file)
             if definition.type == ACTION_DROP_SCHEMA:
-                drops[file.schema] = max(drops.get(file.schema, 0), file.version)
-        return drops
+                drops.setdefault(definition.schema, []).append(file.version)
+        return {db: sorted(ts) for db, ts in drops.items()}
 
     def _definition(self, spark: SparkSession, file: layout.SchemaFile) -> TableDefinition:
         """The schema file, which must name the schema and table of its folder (TiCDC builds the path
@@ -197,7 +200,7 @@ class StorageSource(Source[StorageWindow]):
         chain: Sequence[Piece],
         definitions: Mapping[str, TableDefinition],
         recorded: int | None,
-        dropped_at: int | None,
+        drops: Mapping[str, Sequence[int]],
     ) -> PlannedTable | None:
         """One logical table (names joined by renames): its versions in the window and files to read."""
         schema_files = [f for _, files in chain for f in files]
@@ -214,11 +217,9 @@ class StorageSource(Source[StorageWindow]):
         versions, segment_of = self._versions(
             chain[0][0], defs[since:], [s - since for s in starts if s >= since], where
         )
-        segment_of = segment_of[first - since :]
+        versions, moved = _with_database_drops(versions, drops)
+        segment_of = [moved[s] for s in segment_of[first - since :]]
         defs, schema_files = defs[first:], schema_files[first:]
-        last = versions[-1]
-        if dropped_at is not None and dropped_at > last.finished_ts and last.schema is not None:
-            versions.append(SchemaVersion(dropped_at, None, None, ACTION_DROP_SCHEMA))
         for definition in defs:
             if definition.type in ROW_REMOVING_PARTITION_DDL and definition.table_version > floor:
                 raise InputError(
@@ -439,3 +440,23 @@ def _tail(path: str) -> str:
     """The path without its scheme and authority, percent-decoded (Spark's binaryFile reader and Hadoop's
     listing spell URIs differently: `file:///` or `file:/`, `%20` or a space)."""
     return unquote(re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path))
+
+
+def _with_database_drops(
+    versions: Sequence[SchemaVersion], drops: Mapping[str, Sequence[int]]
+) -> tuple[list[SchemaVersion], list[int]]:
+    """`versions` with a version without table at each DROP DATABASE of the table's database while the
+    table exists (the storage sink writes it to `<db>/meta/` only), and each old index's new index."""
+    out: list[SchemaVersion] = []
+    moved = []
+    for i, version in enumerate(versions):
+        moved.append(len(out))
+        out.append(version)
+        until = versions[i + 1].finished_ts if i + 1 < len(versions) else None
+        if version.schema is None:
+            continue
+        db = version.schema.schema_name or ""
+        dropped = [d for d in drops.get(db, ()) if d > version.finished_ts and (until is None or d < until)]
+        if dropped:
+            out.append(SchemaVersion(dropped[0], None, None, ACTION_DROP_SCHEMA))
+    return out, moved
