@@ -408,7 +408,31 @@ def _partition_maintenance(tokens: Sequence[Token]) -> str:
     return ""
 
 
-def _rename(table_info: Mapping[str, Any], sql: str, prepared: _Prepared, schema: str) -> DdlEffect:
+def renamed_tables(sql: str, default_schema: str) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+    """((schema, table) before, after) of each pair of a RENAME TABLE statement, or of an ALTER TABLE ...
+    RENAME; empty for any other statement."""
+    prepared = _prepare(sql)
+    if prepared.tokens and prepared.tokens[0].token_type == TokenType.RENAME:
+        return _rename_pairs(sql, prepared, default_schema)
+    if not prepared.tokens or prepared.tokens[0].token_type != TokenType.ALTER:
+        return []
+    if _partition_maintenance(prepared.tokens):
+        return []
+    statement = _parse(prepared, sql)
+    if not isinstance(statement, exp.Alter) or not isinstance(statement.this, exp.Table):
+        return []
+    old = _name(statement.this, default_schema)
+    for action in statement.args.get("actions") or ():
+        if isinstance(action, exp.AlterRename):
+            return [
+                ((old[0] or default_schema, old[1]), (action.this.db or default_schema, action.this.name))
+            ]
+    return []
+
+
+def _rename_pairs(
+    sql: str, prepared: _Prepared, schema: str
+) -> list[tuple[tuple[str, str], tuple[str, str]]]:
     """RENAME TABLE a TO b[, c TO d]: sqlglot reads it as a bare command, so its table names are cut from
     the token stream at TO and commas and each parsed by sqlglot."""
     rest = sql[prepared.tokens[0].end + 1 :]  # sqlglot's tokenizer keeps a command's rest as one string
@@ -433,11 +457,16 @@ def _rename(table_info: Mapping[str, Any], sql: str, prepared: _Prepared, schema
             table = sqlglot.parse_one(text, read=_DIALECT, into=exp.Table)
         except (ParseError, TokenError) as exc:
             raise DdlTextError(f"cannot read DDL {sql!r}: {_first_line(exc)}") from None
-        names.append(_name(table, schema))
+        db, name = _name(table, schema)
+        names.append((db or schema, name))
+    return list(zip(names[::2], names[1::2], strict=True))
+
+
+def _rename(table_info: Mapping[str, Any], sql: str, prepared: _Prepared, schema: str) -> DdlEffect:
     name = str(table_info["name"]["O"])
-    for old, new in zip(names[::2], names[1::2], strict=True):
-        if (old[0] or "").lower() == schema.lower() and old[1].lower() == name.lower():
-            return _renamed(table_info, new[0] or schema, new[1])
+    for old, new in _rename_pairs(sql, prepared, schema):
+        if old[0].lower() == schema.lower() and old[1].lower() == name.lower():
+            return _renamed(table_info, *new)
     raise DdlTextError(f"DDL {sql!r} does not rename table {schema}.{name}")
 
 
@@ -468,7 +497,8 @@ def _alter(table_info: Mapping[str, Any], statement: exp.Alter, sql: str, schema
 
     for action in statement.args.get("actions") or ():
         if isinstance(action, exp.ColumnDef):
-            column, primary = _column(action, int(info.get("max_col_id") or 0) + 1, charset, collate, sql)
+            top = max([int(info.get("max_col_id") or 0), *(int(c["id"]) for c in cols)])
+            column, primary = _column(action, top + 1, charset, collate, sql)
             if primary:
                 raise DdlTextError(f"DDL {sql!r}: ADD COLUMN ... PRIMARY KEY is not supported")
             info["max_col_id"] = column["id"]
@@ -553,4 +583,4 @@ def statement_table(sql: str, default_schema: str | None = None) -> tuple[str | 
     return None
 
 
-__all__ = ["DdlEffect", "DdlTextError", "apply_ddl", "create_table_info", "statement_table"]
+__all__ = ["DdlEffect", "DdlTextError", "apply_ddl", "create_table_info", "renamed_tables", "statement_table"]
