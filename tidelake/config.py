@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, TypeVar
@@ -405,6 +405,9 @@ class DemoConfig:
     scans: int = 3
 
 
+_DEFAULT_RECONCILE_UPSTREAM = UpstreamConfig(kind="mysql")
+
+
 @dataclass(frozen=True)
 class TidelakeConfig:
     source: SourceConfig
@@ -414,6 +417,13 @@ class TidelakeConfig:
     reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
     object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
     demo: DemoConfig = field(default_factory=DemoConfig)
+    # The upstream database, once for every command: backfill reads the schema of tables that predate a
+    # changefeed from it, reconcile compares with it (unless [reconcile.upstream] names another).
+    upstream: UpstreamConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.upstream is not None and self.reconcile.upstream == _DEFAULT_RECONCILE_UPSTREAM:
+            object.__setattr__(self, "reconcile", replace(self.reconcile, upstream=self.upstream))
 
 
 def load_config(path: str | Path | None = None, environ: Mapping[str, str] | None = None) -> TidelakeConfig:

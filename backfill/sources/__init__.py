@@ -12,11 +12,14 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from backfill.sources.base import Source
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
-def open_source(config: SourceConfig, tables: Sequence[str]) -> Source:
-    """The source for `config.kind`, reading `config.path`, tracking the tables matching `tables`."""
+def open_source(
+    config: SourceConfig, tables: Sequence[str], upstream: UpstreamConfig | None = None
+) -> Source:
+    """The source for `config.kind`, reading `config.path`, tracking the tables matching `tables`;
+    `upstream` gives TiCDC sources the schema of tables that predate the changefeed."""
     if config.kind == "kv-scan":
         from backfill.sources.kvscan.source import KvScanSource
 
@@ -28,5 +31,5 @@ def open_source(config: SourceConfig, tables: Sequence[str]) -> Source:
     if config.kind == "ticdc-kafka":
         from backfill.sources.kafka.source import KafkaSource
 
-        return KafkaSource(config, tables)
+        return KafkaSource(config, tables, upstream)
     raise AssertionError(f"source kind {config.kind!r} passed config validation but has no reader")

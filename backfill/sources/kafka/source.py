@@ -48,6 +48,7 @@ from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, RO
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
 from backfill.sources.ticdc.open_supersede import LatestPerKey
+from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import delta, fs
 from tidelake.errors import InputError
@@ -58,7 +59,7 @@ from tidelake.tso import ts_to_datetime
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tidelake.config import KafkaSourceConfig, SourceConfig
+    from tidelake.config import KafkaSourceConfig, SourceConfig, UpstreamConfig
 
 TYPED_BATCH_ROWS = 10_000  # events typed at once: what a task holds twice over is its read events
 _EVENTS_DDL = (
@@ -131,10 +132,13 @@ class _Plan:
 class KafkaSource(Source):
     kind: ClassVar[str] = "ticdc-kafka"
 
-    def __init__(self, config: SourceConfig, patterns: Sequence[str]) -> None:
+    def __init__(
+        self, config: SourceConfig, patterns: Sequence[str], upstream: UpstreamConfig | None = None
+    ) -> None:
         assert config.kafka is not None
         self.config: KafkaSourceConfig = config.kafka
         self.patterns = tuple(patterns)
+        self.upstream = upstream  # the schema of tables that predate the changefeed, when given
 
     # ------------------------------------------------------------------------------------------ plan
 
@@ -267,7 +271,8 @@ class KafkaSource(Source):
         self, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
     ) -> tuple[list[TrackedTable], dict[str, Any]]:
         """Without a schema folder: each table from the TableInfo its last commit recorded, a CREATE TABLE in
-        the topic, or one inferred from its first row event; later DDL events applied from their text
+        the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
+        first row event; later DDL events applied from their text
         (`text_schema`). Returns the tables and, per table, the TableInfo in force at `resolved_ts`."""
         ddls = [
             DdlEvent(
@@ -296,9 +301,13 @@ class KafkaSource(Source):
             ]
             if not missing:
                 break
-            for db, name, sample in missing:
-                info = _infer_table_info(db, name, sample, self.config.protocol)
-                known[(db, name)] = KnownTable(db, name, info, int(sample["ts"]) - 1)
+            since = {(db, name): int(sample["ts"]) - 1 for db, name, sample in missing}
+            if self.upstream is not None:  # exact: SHOW CREATE TABLE (on TiDB as of `since`)
+                infos = upstream_table_infos(self.upstream, since)
+            else:
+                infos = {(db, n): _infer_table_info(db, n, s, self.config.protocol) for db, n, s in missing}
+            for (db, name), info in infos.items():
+                known[(db, name)] = KnownTable(db, name, info, since[(db, name)])
         return tables, schemas_at(tables, resolved_ts)
 
     def _tables_from_schema_folder(self, spark: SparkSession) -> list[TrackedTable]:
