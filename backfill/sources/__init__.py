@@ -27,7 +27,7 @@ def open_source(
     if config.kind == "ticdc-storage":
         from backfill.sources.storage.source import StorageSource
 
-        return StorageSource(config, tables)
+        return StorageSource(config, tables, upstream)
     if config.kind == "ticdc-kafka":
         from backfill.sources.kafka.source import KafkaSource
 

@@ -220,3 +220,38 @@ def test_unreadable_statements_are_named(sql: str, says: str) -> None:
         else:
             apply_ddl(info, sql, schema="s")
     assert sql in str(caught.value)
+
+
+def test_storage_schema_files_without_elements_take_them_from_the_ddl_text() -> None:
+    """tiflow's schema files carry no ColumnElems: the CREATE TABLE query (or the upstream's TableInfo)
+    gives them, and later DDL text keeps them current (a MODIFY COLUMN to new elements)."""
+    from backfill.sources.storage.elements import lacks_elements, text_table_infos, with_text_elements
+    from backfill.sources.ticdc.schema_file import TableDefinition, columns_from_sql
+
+    def definition(version: int, query: str, kind: str) -> TableDefinition:
+        columns = columns_from_sql([("id", "INT", {"is_pk": "true"}), ("e", kind, {})])
+        return TableDefinition("t", "s", 0, version, query, 3, columns, len(columns))
+
+    defs = [
+        definition(10, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `e` ENUM('a','b'))", "ENUM"),
+        definition(20, "", "ENUM"),
+        definition(30, "ALTER TABLE `s`.`t` MODIFY COLUMN `e` SET('x','y','z')", "SET"),
+    ]
+    assert all(lacks_elements(d) for d in defs)
+    texts = text_table_infos(defs, None, "sink/s/t/meta")
+    elems = [
+        TableSchema.from_table_info(with_text_elements(d.table_info(5), text)).by_name["e"].elems
+        for d, text in zip(defs, texts, strict=True)
+    ]
+    assert elems == [("a", "b"), ("a", "b"), ("x", "y", "z")]
+    _, _, upstream = create_table_info("CREATE TABLE t (id int PRIMARY KEY, e enum('p','q'))", table_id=5)
+    later = text_table_infos(defs[1:2], upstream, "sink/s/t/meta")
+    assert TableSchema.from_table_info(with_text_elements(defs[1].table_info(5), later[0])).by_name[
+        "e"
+    ].elems == (
+        "p",
+        "q",
+    )
+    assert (
+        TableSchema.from_table_info(with_text_elements(defs[1].table_info(5), None)).by_name["e"].elems == ()
+    )
