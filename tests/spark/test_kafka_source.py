@@ -371,6 +371,18 @@ def test_ddl_text_evolves_tables_without_a_schema_folder(spark, kafka_broker, tm
     before = versions(tmp_path / "wh", spark)
     assert run_backfill(spark, config).note == "nothing new"
     assert versions(tmp_path / "wh", spark) == before
+    at_once = tmp_path / "at-once.toml"  # the whole topic in one run: the same tables
+    at_once.write_text(conf.read_text().replace('name = "kafka"', 'name = "at-once"').replace("/wh", "/wh1"))
+    assert run_backfill(spark, load_config(at_once)).resolved_ts == scans[-1]["resolved_ts"]
+    for table in before:
+        ours, theirs = (
+            spark.read.format("delta").load(str(w / table.replace(".", "/")))
+            for w in (tmp_path / "wh", tmp_path / "wh1")
+        )
+        assert (
+            ours.schema == theirs.schema
+            and ours.exceptAll(theirs).count() == theirs.exceptAll(ours).count() == 0
+        )
 
     lossy = {ColumnKind.DECIMAL, ColumnKind.ENUM, ColumnKind.SET, ColumnKind.BIT}
     initial = {(s.schema_name, s.name): s for s in _first_capture_schemas(out)}

@@ -40,6 +40,7 @@ from backfill.sources.kafka.text_schema import (
     DdlEvent,
     KnownTable,
     created_tables,
+    rename_targets,
     schemas_at,
     text_histories,
 )
@@ -291,6 +292,7 @@ class KafkaSource(Source):
                 known[(db, name)] = KnownTable(db, name, t.record.schemas[t.label], t.record.run_resolved_ts)
         created = created_tables(ddls)  # also those above the resolved ts: their rows wait for the CREATE
         window = [d for d in ddls if d.ts <= resolved_ts]
+        renamed = rename_targets(window)
         while True:  # a table renamed in the window has rows under its new name too: not a table of its own
             tables = text_histories(list(known.values()), window, resolved_ts, self.patterns)
             names = {(db.lower(), name.lower()) for t in tables for db, name in t.names()} | created
@@ -301,6 +303,9 @@ class KafkaSource(Source):
             ]
             if not missing:
                 break
+            # a rename target waits: the table renamed to it may be missing too, and then covers it
+            first = [m for m in missing if (m[0].lower(), m[1].lower()) not in renamed]
+            missing = first or [min(missing, key=lambda m: int(m[2]["ts"]))]
             since = {(db, name): int(sample["ts"]) - 1 for db, name, sample in missing}
             if self.upstream is not None:  # exact: SHOW CREATE TABLE (on TiDB as of `since`)
                 infos = upstream_table_infos(self.upstream, since)

@@ -68,6 +68,18 @@ def created_tables(ddls: Sequence[DdlEvent]) -> set[tuple[str, str]]:
     return out
 
 
+def rename_targets(ddls: Sequence[DdlEvent]) -> set[tuple[str, str]]:
+    """(schema, table) every RENAME among the events renames a table to, lower case."""
+    out: set[tuple[str, str]] = set()
+    for ddl in ddls:
+        try:
+            pairs = renamed_tables(ddl.query, ddl.schema)
+        except DdlTextError as exc:
+            raise InputError(f"{ddl.where}: DDL of {ddl.schema}.{ddl.table}: {exc}") from None
+        out.update((new[0].lower(), new[1].lower()) for _, new in pairs)
+    return out
+
+
 def _created(ddl: DdlEvent) -> tuple[str, str] | None:
     try:
         found = statement_table(ddl.query, ddl.schema)
@@ -171,4 +183,4 @@ def schemas_at(tables: Sequence[TrackedTable], ts: int) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DdlEvent", "KnownTable", "created_tables", "schemas_at", "text_histories"]
+__all__ = ["DdlEvent", "KnownTable", "created_tables", "rename_targets", "schemas_at", "text_histories"]
