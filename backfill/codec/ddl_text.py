@@ -123,7 +123,9 @@ def _prepare(sql: str) -> _Prepared:
             if found:
                 clustered = found.group(1) is None
         word = token.text.upper()
-        if token.token_type == TokenType.VAR and word in ("CLUSTERED", "NONCLUSTERED") and i > 0:
+        after_key = i > 0 and (tokens[i - 1].token_type in (TokenType.R_PAREN, TokenType.PRIMARY_KEY)
+                               or tokens[i - 1].text.upper() == "KEY")  # fmt: skip
+        if token.token_type == TokenType.VAR and word in ("CLUSTERED", "NONCLUSTERED") and after_key:
             clustered = word == "CLUSTERED"
             cuts.append((token.start, token.end + 1))
         elif token.token_type == TokenType.L_PAREN:

@@ -147,6 +147,8 @@ def test_tidb_syntax() -> None:
     assert (
         create("CREATE TABLE t (a int, b int, PRIMARY KEY (a, b))").pk_kind == "common"
     )  # TiDB's default: ON
+    named = create("CREATE TABLE t (clustered int, b int, PRIMARY KEY (b) NONCLUSTERED)")
+    assert ([c.name for c in named.columns], named.pk_kind) == (["clustered", "b"], "rowid")
 
     binary = create(
         "CREATE TABLE t (a varchar(4) CHARACTER SET binary, b char(2) binary, c text CHARSET latin1, d bool,"
