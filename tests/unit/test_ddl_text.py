@@ -257,3 +257,23 @@ def test_storage_schema_files_without_elements_take_them_from_the_ddl_text() -> 
     assert (
         TableSchema.from_table_info(with_text_elements(defs[1].table_info(5), None)).by_name["e"].elems == ()
     )
+
+
+def test_statements_shaped_like_tiflow_integration_tests() -> None:
+    """Forms TiCDC's own integration tests send: every type in one table under `DEFAULT CHARSET = utf8`,
+    a BIT primary key, and a RENAME TABLE that swaps names in a chain (each pair read on its own)."""
+    multi = create(
+        "CREATE TABLE many_types\n(\n    id INT AUTO_INCREMENT,\n    c_bool BOOLEAN,\n    c_dec DECIMAL(38, 19),\n"
+        "    c_bit BIT(64),\n    c_ts TIMESTAMP NULL,\n    c_char CHAR,\n    c_enum ENUM ('e1', 'e2'),\n"
+        "    c_set SET ('a', 'b', 'c'),\n    c_json JSON,\n    PRIMARY KEY (id)\n) ENGINE = InnoDB\n"
+        "  DEFAULT CHARSET = utf8\n  COLLATE = utf8_bin;"
+    )
+    by = multi.by_name
+    assert (multi.pk_kind, by["c_dec"].spark_type, by["c_bit"].flen) == ("int", "DECIMAL(38,19)", 64)
+    assert (by["c_enum"].elems, by["c_set"].elems) == (("e1", "e2"), ("a", "b", "c"))
+    assert (by["c_char"].charset, by["c_char"].collate, by["c_char"].flen) == ("utf8", "utf8_bin", 1)
+    assert create("CREATE TABLE bits (a BIT(1) PRIMARY KEY, b BIT(64))").pk_kind == "common"
+    _, _, t3 = create_table_info("create table chain_c (id int primary key, val int)", table_id=3)
+    swap = "rename table chain_a to chain_d, chain_b to chain_a, chain_c to chain_b"
+    moved = apply_ddl(t3, swap, schema="s")
+    assert (moved.kind, moved.schema, moved.table) == ("rename", "s", "chain_b")
