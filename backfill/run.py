@@ -38,7 +38,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     """Apply everything the source can prove complete past the tables' checkpoints (never past `until_ts`)."""
     config = qualified(spark, config)
     clock = StageClock()
-    source = open_source(config.source, config.target.tables)
+    source = open_source(config.source, config.target.tables, config.upstream)
     checkpoints = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     catalog = CatalogTarget.of(config.target)
     _sync_catalog(spark, catalog, checkpoints)  # what a killed run created but did not register

@@ -115,7 +115,7 @@ def table_status(spark: SparkSession, config: TidelakeConfig) -> StatusResult:
     from backfill.run import qualified
 
     config = qualified(spark, config)
-    reader = open_source(config.source, config.target.tables)
+    reader = open_source(config.source, config.target.tables, config.upstream)
     source = reader.status(spark)
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     progress = reader.progress(spark, book)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from tidelake.errors import TidelakeError
-
-
-class UpstreamError(TidelakeError):
-    """The upstream cannot be reached or read: bad address, wrong password, TLS, GC'd snapshot."""
+from tidelake.errors import (
+    UpstreamError as UpstreamError,  # defined in the runtime layer: backfill reads it too
+)
 
 
 class TableNotFound(TidelakeError):

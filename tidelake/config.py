@@ -375,6 +375,9 @@ class DemoConfig:
     scans: int = 3
 
 
+_DEFAULT_RECONCILE_UPSTREAM = UpstreamConfig(kind="mysql")
+
+
 @dataclass(frozen=True)
 class TidelakeConfig:
     source: SourceConfig
@@ -384,6 +387,13 @@ class TidelakeConfig:
     reconcile: ReconcileConfig = field(default_factory=ReconcileConfig)
     object_store: ObjectStoreConfig = field(default_factory=ObjectStoreConfig)
     demo: DemoConfig = field(default_factory=DemoConfig)
+    # The upstream database, once for every command: backfill reads the schema of tables that predate a
+    # changefeed from it, reconcile compares with it (unless [reconcile.upstream] names another).
+    upstream: UpstreamConfig | None = None
+
+    def __post_init__(self) -> None:
+        if self.upstream is not None and self.reconcile.upstream == _DEFAULT_RECONCILE_UPSTREAM:
+            object.__setattr__(self, "reconcile", replace(self.reconcile, upstream=self.upstream))
 
 
 def load_config(

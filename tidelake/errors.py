@@ -19,6 +19,10 @@ class InputError(TidelakeError):
     """Source data that breaks the input contract: corrupt files, impossible event streams, gaps."""
 
 
+class UpstreamError(TidelakeError):
+    """The upstream cannot be reached or read: bad address, wrong password, TLS, GC'd snapshot."""
+
+
 class ConcurrentRunError(TidelakeError):
     """Another writer (a second run of the same job) committed to a table this run was committing to.
 

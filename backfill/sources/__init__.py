@@ -16,7 +16,7 @@ from tidelake.config import TidelakeConfig, load_config, parse_source_settings
 
 if TYPE_CHECKING:
     from backfill.sources.base import Source
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
 def load_backfill_config(path: str | Path | None = None) -> TidelakeConfig:
@@ -25,9 +25,12 @@ def load_backfill_config(path: str | Path | None = None) -> TidelakeConfig:
     return load_config(path, source_kinds=source_kinds())
 
 
-def open_source(config: SourceConfig, tables: Sequence[str]) -> Source[Any]:
-    """The source for `config.kind`, reading `config.path`, tracking the tables matching `tables`."""
+def open_source(
+    config: SourceConfig, tables: Sequence[str], upstream: UpstreamConfig | None = None
+) -> Source[Any]:
+    """The source for `config.kind`, reading `config.path`, tracking the tables matching `tables`;
+    `upstream` gives TiCDC sources the schema of tables that predate the changefeed."""
     kinds = source_kinds()
     if config.settings is None:  # loaded without the kinds (a config built in code, a test)
         config = parse_source_settings(config, kinds)
-    return kinds[config.kind].factory(config, config.settings, tables)
+    return kinds[config.kind].factory(config, config.settings, tables, upstream)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from backfill.sources.base import Source
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 S = TypeVar("S")
 
@@ -28,7 +28,8 @@ class RegisteredSource(Generic[S]):
     """One source kind (it satisfies `tidelake.config.SourceKind`, what the config loader needs)."""
 
     name: str  # the `source.kind` value
-    factory: Callable[[SourceConfig, S, Sequence[str]], Source[Any]]  # (config, settings, table patterns)
+    # (config, settings, table patterns, the upstream database when one is configured)
+    factory: Callable[[SourceConfig, S, Sequence[str], UpstreamConfig | None], Source[Any]]
     table: str | None = None  # `[source.<table>]` holds its settings
     settings: type[S] | None = None  # the frozen dataclass that table is parsed into
     needs_path: bool = True  # reads a folder (`source.path`)

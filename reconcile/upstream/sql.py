@@ -28,7 +28,6 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 import queue
-import ssl
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -37,7 +36,6 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pymysql
-from pymysql.constants import CR, ER
 
 from reconcile.chunks import Checksum, Key, KeyRange, Part
 from reconcile.encoding import FloatDigits
@@ -46,6 +44,9 @@ from reconcile.schema import Column, Kind, TableSchema, column_from_type
 from reconcile.upstream.dialect import detect
 from reconcile.upstream.mysql import MySQL
 from reconcile.upstream.sqltext import Query
+from tidelake.upstream import CountingConnection, connect, scrub, server_version, ssl_context
+
+_ssl_context = ssl_context  # its old name (tests)
 
 if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig
@@ -53,79 +54,9 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class CountingConnection(pymysql.connections.Connection):
-    """A pymysql connection that counts the bytes it reads from the server."""
-
-    bytes_received = 0
-
-    def _read_bytes(self, num_bytes: int) -> bytes:
-        # A private pymysql method that types-PyMySQL does not declare.
-        data: bytes = super()._read_bytes(num_bytes)  # type: ignore[misc]
-        self.bytes_received += len(data)
-        return data
-
-
-def _ssl_context(config: UpstreamConfig) -> ssl.SSLContext | None:
-    wants = config.ssl or config.ssl_ca or config.ssl_cert or config.ssl_key
-    if not wants:
-        return None
-    try:
-        context = ssl.create_default_context(cafile=config.ssl_ca)
-        if config.ssl_cert:
-            context.load_cert_chain(config.ssl_cert, config.ssl_key)
-    except (OSError, ssl.SSLError) as exc:
-        raise UpstreamError(f"upstream TLS set-up failed: {exc}") from None
-    if not config.ssl_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingConnection:
-    """Open one connection, mapping every failure to an UpstreamError without the password in it."""
-    where = f"{config.kind} upstream {config.host}:{config.port} as user {config.user!r}"
-    try:
-        conn = CountingConnection(
-            host=config.host,
-            port=config.port,
-            user=config.user,
-            password=config.password.reveal(),
-            database=database,
-            charset="utf8mb4",
-            connect_timeout=config.connect_timeout,
-            read_timeout=None,
-            ssl=_ssl_context(config),
-            autocommit=True,
-            binary_prefix=True,
-            init_command="SET time_zone = '+00:00'",
-        )
-    except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
-        if code == ER.ACCESS_DENIED_ERROR:
-            reason = "access denied (wrong user or password)"
-        elif code in (CR.CR_CONN_HOST_ERROR, CR.CR_CONNECTION_ERROR, CR.CR_UNKNOWN_HOST):
-            reason = "cannot connect (is the server running and reachable?)"
-        else:
-            reason = _scrub(str(exc.args[-1] if exc.args else exc), config)
-        raise UpstreamError(f"{where}: {reason}") from None
-    except (pymysql.err.MySQLError, OSError, ssl.SSLError) as exc:
-        raise UpstreamError(f"{where}: {_scrub(str(exc), config)}") from None
-    return conn
-
-
-def _scrub(message: str, config: UpstreamConfig) -> str:
-    secret = config.password.reveal()
-    return message.replace(secret, "***") if secret else message
-
-
 def server_dialect(conn: pymysql.connections.Connection, configured: str) -> MySQL:
     """The dialect of what the server really is (the config's `kind` is checked, not trusted)."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT VERSION()")
-        row = cur.fetchone()
-    if row is None:
-        raise UpstreamError("SELECT VERSION() returned no row")
-    version = str(row[0])
+    version = server_version(conn)
     dialect = detect(version)
     if configured == "tidb" and dialect.name != "tidb":
         raise UpstreamError(f"upstream kind is 'tidb' but the server is {version}")
@@ -284,7 +215,7 @@ def _open_snapshot(
             for sql, params in dialect.snapshot_statements(ts):
                 cur.execute(sql, params)
     except pymysql.err.MySQLError as exc:
-        reason = _scrub(str(exc.args[-1]), config)
+        reason = scrub(str(exc.args[-1]), config)
         if dialect.reads_at_ts:
             raise UpstreamError(
                 f"{dialect.name} cannot read at ts {ts}: {reason} "

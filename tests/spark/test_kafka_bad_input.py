@@ -293,3 +293,45 @@ def test_database_ddls_pass_and_drop_database_needs_its_job(
         f.write(json.dumps(job) + "\n")
     assert main(["run", "--config", str(conf)]) == 0
     assert sorted(versions(spark, tmp_path / "wh")) == sorted(t for t in before if not t.startswith(f"{db}."))
+
+
+def test_a_ddl_statement_the_parser_rejects_stops_the_run_naming_it(
+    spark, kafka_broker, sim, tmp_path, capsys
+):
+    """Without a schema folder a DDL is applied from its text: a statement sqlglot cannot read (here
+    MySQL's parenthesised ADD COLUMN list) stops the run naming topic, partition, offset and the statement;
+    no table moves."""
+    from backfill.sources.ticdc.open_protocol import DDL
+    from tidbsim.ticdc_open import ddl_value_json
+
+    topic = f"bad-{next(_topics)}"
+    publish(
+        open_protocol_messages(sim, Changefeed(topic=topic, partitions=2)),
+        kafka_broker.bootstrap,
+        partitions=2,
+    )
+    conf = write_config(tmp_path, kafka_broker.bootstrap, topic, sim)
+    conf.write_text(
+        "".join(line + "\n" for line in conf.read_text().splitlines() if not line.startswith("schema"))
+    )
+    assert main(["run", "--config", str(conf)]) == 0
+    before = versions(spark, tmp_path / "wh")
+    db, name = sorted(before)[0].split(".")
+    ts = load_index(sim)[-1]["resolved_ts"] + (1 << 18)
+    query = f"ALTER TABLE `{db}`.`{name}` ADD COLUMN (`x` INT, `y` INT)"
+    offset = latest_offset(kafka_broker, topic, 0)
+    ddl = KafkaMessage(
+        topic,
+        0,
+        frame([key_json(ts, db, name, type_=DDL)], version=True),
+        frame([ddl_value_json(query, 5)], version=False),
+    )
+    publish([ddl, *(resolved(topic, p, ts + 1) for p in (0, 1))], kafka_broker.bootstrap, partitions=2)
+    fails(
+        conf,
+        capsys,
+        f"topic '{topic}' partition 0 offset {offset}",
+        f"DDL of {db}.{name}",
+        "ADD COLUMN (`x` INT",
+    )
+    assert versions(spark, tmp_path / "wh") == before

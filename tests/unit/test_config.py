@@ -55,7 +55,7 @@ def test_unknown_top_level_key_lists_the_valid_ones(tmp_path: Path) -> None:
     message = str(err.value)
     assert (
         "'sparkk'" in message
-        and "valid keys: demo, job, object_store, reconcile, source, spark, target" in message
+        and "valid keys: demo, job, object_store, reconcile, source, spark, target, upstream" in message
     )
     assert "job.toml" in message
 
@@ -110,6 +110,18 @@ def test_env_vars_expand_and_a_missing_one_is_an_error(tmp_path: Path) -> None:
         ConfigError, match=r"reconcile\.upstream\.password: environment variable TL_PW is not set"
     ):
         load_config(write(tmp_path, text), environ={})
+
+
+def test_one_upstream_serves_backfill_and_reconcile(tmp_path: Path) -> None:
+    """`[upstream]` is the upstream of every command; `[reconcile.upstream]` still names its own."""
+    shared = MINIMAL + '\n[upstream]\nkind = "tidb"\nhost = "tidb.internal"\npassword = "${TL_PW}"\n'
+    config = load_config(write(tmp_path, shared), environ={"TL_PW": "s3cret"})
+    assert config.upstream is not None and config.reconcile.upstream is config.upstream
+    assert (config.upstream.kind, config.upstream.host) == ("tidb", "tidb.internal")
+    own = shared + '[reconcile.upstream]\nkind = "files"\npath = "/dump"\n'
+    config = load_config(write(tmp_path, own), environ={"TL_PW": "s3cret"})
+    assert (config.reconcile.upstream.kind, config.upstream and config.upstream.kind) == ("files", "tidb")
+    assert load_config(write(tmp_path, MINIMAL)).upstream is None
 
 
 def test_secret_never_shows_in_repr() -> None:

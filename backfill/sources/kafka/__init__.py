@@ -13,13 +13,18 @@ from backfill.sources.registry import RegisteredSource, register
 
 if TYPE_CHECKING:
     from backfill.sources.kafka.source import KafkaSource
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
-def _open(config: SourceConfig, settings: KafkaSourceConfig, tables: Sequence[str]) -> KafkaSource:
+def _open(
+    config: SourceConfig,
+    settings: KafkaSourceConfig,
+    tables: Sequence[str],
+    upstream: UpstreamConfig | None,
+) -> KafkaSource:
     from backfill.sources.kafka.source import KafkaSource
 
-    return KafkaSource(config, settings, tables)
+    return KafkaSource(config, settings, tables, upstream)
 
 
 register(

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.apply.collapse import LINE
-from backfill.codec import DecodeStats, SchemaVersion, TableSchema
+from backfill.codec import DecodeStats, TableSchema
 from backfill.codec.history import DROP_SCHEMA, EXCHANGE_PARTITION
 from backfill.sources.base import (
     CheckpointBook,
@@ -38,11 +38,20 @@ from backfill.sources.base import (
 from backfill.sources.decode_tasks import DecodeTally, DecodeTasks, decode_task_count
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
+from backfill.sources.kafka.text_schema import (
+    DdlEvent,
+    KnownTable,
+    created_tables,
+    rename_targets,
+    schemas_at,
+    text_histories,
+)
 from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
 from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records, event_line
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
 from backfill.sources.ticdc.open_supersede import LatestPerKey
+from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import delta, fs
 from tidelake.errors import InputError
@@ -54,7 +63,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from backfill.sources.kafka.settings import KafkaSourceConfig
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 TYPED_BATCH_ROWS = 10_000  # events typed at once: what a task holds twice over is its read events
 _EVENTS_DDL = (
@@ -130,9 +139,16 @@ class _Plan:
 class KafkaSource(Source[KafkaWindow]):
     kind: ClassVar[str] = "ticdc-kafka"
 
-    def __init__(self, config: SourceConfig, settings: KafkaSourceConfig, patterns: Sequence[str]) -> None:
+    def __init__(
+        self,
+        config: SourceConfig,
+        settings: KafkaSourceConfig,
+        patterns: Sequence[str],
+        upstream: UpstreamConfig | None = None,
+    ) -> None:
         self.config = settings
         self.patterns = tuple(patterns)
+        self.upstream = upstream  # the schema of tables that predate the changefeed, when given
 
     # ------------------------------------------------------------------------------------------ plan
 
@@ -248,40 +264,15 @@ class KafkaSource(Source[KafkaWindow]):
         start_ts: int,
         resolved_ts: int,
     ) -> tuple[list[TrackedTable], dict[int, RowIdentity], dict[str, Any]]:
-        """The tracked tables: from the schema folder when one is configured, else inferred from a row event
-        of each table (and, for tables without new rows, the TableInfo their last commit recorded)."""
+        """The tracked tables: from the schema folder when one is configured, else from the DDL text of the
+        topic over what is known of each table before it (`_tables_from_text`)."""
         if self.config.schema is not None:
             tables = self._tables_from_schema_folder(spark)
             _check_folder_covers_topic(tables, plan, self.patterns, start_ts, resolved_ts, self.config.schema)
             _refuse_exchange_partition(tables, start_ts, resolved_ts)
             schemas: dict[str, Any] = {}
         else:
-            infos: dict[str, tuple[str, Any]] = {}
-            for t in existing:
-                if t.record is not None and t.label in t.record.schemas:
-                    infos[t.label] = (t.label.split(".", 1)[0], t.record.schemas[t.label])
-            for (db, name), first in plan.samples.items():  # a table's first inferred schema stays
-                if table_matches(self.patterns, db, name) and f"{db}.{name}" not in infos:
-                    infos[f"{db}.{name}"] = (db, _infer_table_info(db, name, first, self.config.protocol))
-            for ddl in plan.ddls:
-                label = f"{ddl['schema']}.{ddl['table']}"
-                if label in infos and start_ts < ddl["ts"] <= resolved_ts:
-                    raise InputError(
-                        f"{self.config.protocol}: topic {ddl['topic']!r} partition {ddl['partition']} offset "
-                        f"{ddl['offset']}: DDL of {label} ({ddl['ddl_query']!r}); the messages do not carry "
-                        "the whole schema after a DDL: configure [source.kafka] schema"
-                    )
-            tables = []
-            for db, info in infos.values():
-                table = TrackedTable(
-                    (SchemaVersion(0, TableSchema.from_table_info(info, schema_name=db)),), 0
-                )
-                for ddl in plan.ddls:  # DROP DATABASE needs no schema: the table goes as with DROP TABLE
-                    if start_ts < ddl["ts"] <= resolved_ts and _dropped_tables([table], ddl):
-                        drop = SchemaVersion(ddl["ts"], None, None, DROP_SCHEMA, ddl["ddl_query"])
-                        table = TrackedTable((*table.versions, drop), 0)
-                tables.append(table)
-            schemas = {label: info for label, (_, info) in infos.items()}
+            tables, schemas = self._tables_from_text(plan, existing, resolved_ts)
         identities = {}
         for i, table in enumerate(tables):
             # a row event under any of its names (a run may read none of a table renamed later in it)
@@ -294,6 +285,54 @@ class KafkaSource(Source[KafkaWindow]):
             ):
                 identities[i] = identity_without_handle(schema)
         return tables, identities, schemas
+
+    def _tables_from_text(
+        self, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
+    ) -> tuple[list[TrackedTable], dict[str, Any]]:
+        """Without a schema folder: each table from the TableInfo its last commit recorded, a CREATE TABLE in
+        the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
+        first row event; later DDL events applied from their text
+        (`text_schema`). Returns the tables and, per table, the TableInfo in force at `resolved_ts`."""
+        ddls = [
+            DdlEvent(
+                int(d["ts"]),
+                d["schema"] or "",
+                d["table"] or "",
+                d["ddl_query"] or "",
+                f"{self.config.protocol}: topic {d['topic']!r} partition {d['partition']} offset {d['offset']}",
+                drops_database=drops_database(d),
+            )
+            for d in plan.ddls
+        ]
+        known: dict[tuple[str, str], KnownTable] = {}
+        for t in existing:
+            if t.record is not None and t.label in t.record.schemas:
+                db, name = t.label.split(".", 1)
+                known[(db, name)] = KnownTable(db, name, t.record.schemas[t.label], t.record.run_resolved_ts)
+        created = created_tables(ddls)  # also those above the resolved ts: their rows wait for the CREATE
+        window = [d for d in ddls if d.ts <= resolved_ts]
+        renamed = rename_targets(window)
+        while True:  # a table renamed in the window has rows under its new name too: not a table of its own
+            tables = text_histories(list(known.values()), window, resolved_ts, self.patterns)
+            names = {(db.lower(), name.lower()) for t in tables for db, name in t.names()} | created
+            missing = [
+                (db, name, sample)
+                for (db, name), sample in plan.samples.items()
+                if table_matches(self.patterns, db, name) and (db.lower(), name.lower()) not in names
+            ]
+            if not missing:
+                break
+            # a rename target waits: the table renamed to it may be missing too, and then covers it
+            first = [m for m in missing if (m[0].lower(), m[1].lower()) not in renamed]
+            missing = first or [min(missing, key=lambda m: int(m[2]["ts"]))]
+            since = {(db, name): int(sample["ts"]) - 1 for db, name, sample in missing}
+            if self.upstream is not None:  # exact: SHOW CREATE TABLE (on TiDB as of `since`)
+                infos = upstream_table_infos(self.upstream, since)
+            else:
+                infos = {(db, n): _infer_table_info(db, n, s, self.config.protocol) for db, n, s in missing}
+            for (db, name), info in infos.items():
+                known[(db, name)] = KnownTable(db, name, info, since[(db, name)])
+        return tables, schemas_at(tables, resolved_ts)
 
     def _tables_from_schema_folder(self, spark: SparkSession) -> list[TrackedTable]:
         from backfill.sources.kvscan.capture_tables import build_catalog
@@ -520,7 +559,8 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
         .groupBy("type", "topic", "partition", "schema", "table", "_resent", "_first_read")
         .agg(
             F.max("ts").alias("ts"),
-            F.max_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
+            F.min("ts").alias("first_ts"),
+            F.min_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
             F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
             F.count(F.lit(1)).alias("events"),
         )
@@ -538,12 +578,13 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
         elif r["type"] == DDL:
             ddls += [d.asDict() for d in r["ddls"]]
         elif r["type"] == ROW and r["sample"] is not None:
-            key, ts = (r["schema"], r["table"]), int(r["ts"])
+            key, ts = (r["schema"], r["table"]), int(r["first_ts"])
             row_events[key] = row_events.get(key, 0) + int(r["events"])
-            if key not in samples or ts > samples[key][0]:  # the table's latest row event over partitions
+            if key not in samples or ts < samples[key][0]:  # the table's first row event over partitions
                 sample = {
                     "value": bytes(r["sample"]["value"]),
                     "row_id": r["sample"]["row_id"],
+                    "ts": ts,
                     "where": f"topic {r['topic']!r} partition {r['partition']} offset {r['sample']['offset']}",
                 }
                 samples[key] = (ts, sample)

@@ -16,10 +16,12 @@ from backfill.sources.registry import RegisteredSource, register
 
 if TYPE_CHECKING:
     from backfill.sources.kvscan.source import KvScanSource
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
-def _open(config: SourceConfig, settings: None, tables: Sequence[str]) -> KvScanSource:
+def _open(
+    config: SourceConfig, settings: None, tables: Sequence[str], upstream: UpstreamConfig | None
+) -> KvScanSource:
     from backfill.sources.kvscan.source import KvScanSource
 
     return KvScanSource(config, tables)

@@ -16,13 +16,18 @@ from backfill.sources.storage.settings import StorageSourceConfig
 
 if TYPE_CHECKING:
     from backfill.sources.storage.source import StorageSource
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
-def _open(config: SourceConfig, settings: StorageSourceConfig, tables: Sequence[str]) -> StorageSource:
+def _open(
+    config: SourceConfig,
+    settings: StorageSourceConfig,
+    tables: Sequence[str],
+    upstream: UpstreamConfig | None,
+) -> StorageSource:
     from backfill.sources.storage.source import StorageSource
 
-    return StorageSource(config, settings, tables)
+    return StorageSource(config, settings, tables, upstream)
 
 
 register(RegisteredSource(name="ticdc-storage", factory=_open, table="storage", settings=StorageSourceConfig))

@@ -32,6 +32,7 @@ from backfill.sources.base import (
 )
 from backfill.sources.storage import layout
 from backfill.sources.storage.decode import FileFormat, decode_file
+from backfill.sources.storage.elements import lacks_elements, text_table_infos, with_text_elements
 from backfill.sources.storage.plan import (
     FileToRead,
     Piece,
@@ -55,6 +56,7 @@ from backfill.sources.ticdc.schema_file import (
     renamed_columns,
     schema_file_name,
 )
+from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
 from tidelake import fs
 from tidelake.conventions import COMMIT_TS, OP
@@ -66,7 +68,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from backfill.sources.storage.settings import StorageSourceConfig
-    from tidelake.config import SourceConfig
+    from tidelake.config import SourceConfig, UpstreamConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,9 +89,16 @@ class PlannedTable:
 class StorageSource(Source[StorageWindow]):
     kind: ClassVar[str] = "ticdc-storage"
 
-    def __init__(self, config: SourceConfig, options: StorageSourceConfig, patterns: Sequence[str]) -> None:
+    def __init__(
+        self,
+        config: SourceConfig,
+        options: StorageSourceConfig,
+        patterns: Sequence[str],
+        upstream: UpstreamConfig | None = None,
+    ) -> None:
         self.path = config.path
         self.patterns = tuple(patterns)
+        self.upstream = upstream  # ENUM/SET names of tables that predate the changefeed, when given
         self.format = FileFormat(
             protocol=options.protocol,
             terminator=options.terminator,
@@ -253,6 +262,7 @@ class StorageSource(Source[StorageWindow]):
         renames (so a rename moves its rows) and gets a new one at each TRUNCATE TABLE."""
         versions: list[SchemaVersion] = []
         table_id = fake_table_id(origin.schema, origin.table)
+        texts = self._text_table_infos(definitions, where)
         segment_of = []
         column_ids: dict[str, int] = {}  # by name, so that a dropped column does not shift the others
         for i, definition in enumerate(definitions):
@@ -269,7 +279,7 @@ class StorageSource(Source[StorageWindow]):
                 schema: TableSchema | None = None
                 if definition.type != ACTION_DROP_TABLE:
                     try:
-                        info = definition.table_info(table_id, column_ids)
+                        info = with_text_elements(definition.table_info(table_id, column_ids), texts[i])
                         schema = TableSchema.from_table_info(info, schema_name=definition.schema)
                     except (ValueError, CodecError) as exc:
                         raise InputError(
@@ -281,6 +291,20 @@ class StorageSource(Source[StorageWindow]):
                 )
             segment_of.append(len(versions) - 1)
         return versions, segment_of
+
+    def _text_table_infos(
+        self, definitions: Sequence[TableDefinition], where: str
+    ) -> list[dict[str, Any] | None]:
+        """Per definition what its DDL text (and the upstream, for a table that predates the changefeed) says,
+        needed only when some ENUM/SET column lacks its element names (`elements`)."""
+        if not any(lacks_elements(d) for d in definitions):
+            return [None] * len(definitions)
+        first = definitions[0]
+        upstream = None
+        if self.upstream is not None and not first.query.strip().upper().startswith("CREATE"):
+            key = (first.schema, first.table)
+            upstream = upstream_table_infos(self.upstream, {key: first.table_version}).get(key)
+        return text_table_infos(definitions, upstream, where)
 
     def _check_data_folders(self, listing: TableListing, versions: Sequence[int], resolved: int) -> None:
         for folder in listing.data:
