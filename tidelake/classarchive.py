@@ -32,7 +32,7 @@ QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")  # a JVM that cannot use it s
 
 def archive_dir() -> Path:
     """Beside the jar cache (`.cache/jvm`; TIDELAKE_JARS moves both)."""
-    from tidelake.spark import jar_cache
+    from tidelake.jars import jar_cache
 
     return jar_cache().parent / "jvm"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import SparkStandalone
-from tidelake.spark import cached_jars
+from tidelake.jars import cached_jars
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 

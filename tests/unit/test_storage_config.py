@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.config import PROJECT_ROOT, load_config
+from tests import CHECKOUT
+from tidelake.config import load_config
 from tidelake.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -21,7 +22,7 @@ def load(tmp_path: Path, extra: str = ""):
 
 
 def test_storage_example_config_loads() -> None:
-    config = load_config(PROJECT_ROOT / "conf" / "storage-example.toml")
+    config = load_config(CHECKOUT / "conf" / "storage-example.toml")
     assert config.source.kind == "ticdc-storage" and config.source.storage.protocol == "csv"
     assert config.source.storage.null == "\\N" and config.source.storage.terminator == "\r\n"
 
