@@ -98,7 +98,9 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     return 0
 
 
-@app.command(epilog="Example: `backfill snapshot --latest --sql | spark-sql` (README: Tables by name)")
+@app.command(
+    epilog="Example: `backfill snapshot --latest --sql | spark-sql` (docs/operations.md: Tables by name)"
+)
 def snapshot(
     config: ConfigOption = None,
     at: Annotated[

@@ -62,7 +62,7 @@ class KafkaSourceConfig:
     compression: Literal["none", "snappy", "lz4"] = "none"
     time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it
     # A folder with tables.jsonl (+ ddl_jobs.jsonl), as in a kv-scan capture's schema/: exact types, ENUM
-    # and SET names. Without it the schema is inferred from the messages (README: what is lost).
+    # and SET names. Without it the schema is inferred from the messages (docs/kafka.md: what is lost).
     schema: str | None = None
     # Extra Kafka consumer settings (security.protocol, sasl.*, ...), given to Spark as `kafka.<name>`.
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -224,7 +224,7 @@ class TargetConfig:
 
     warehouse: str
     tables: tuple[str, ...] = ("*.*",)
-    # Catalog registration (README "Tables by name"): every table also as `<prefix><db>.<table>` in
+    # Catalog registration (docs/operations.md "Tables by name"): every table also as `<prefix><db>.<table>` in
     # `catalog`, an EXTERNAL Delta table over its folder; the metastore is embedded (Derby in
     # `metastore_dir`, default `<warehouse's parent>/metastore`) unless `metastore_uri` names one.
     register: bool = True

@@ -38,8 +38,10 @@ HEADER = """# Configuration reference
 
 One TOML file per job, given with `--config` (`backfill run`, `status`, `snapshot`, `maintain`, `demo`;
 `reconcile run`). Without it the embedded demo config is used (`backfill doctor` shows where it is).
-Relative paths are taken from the current folder. A secret is written as `${ENV_VAR}` and never printed.
-An unknown key or a bad value is exit 2 naming the file and the key.
+Relative paths are taken from the current folder; a source or warehouse path may be any Hadoop file system
+URI (`file://`, `s3a://`, `hdfs://`). `${NAME}` takes an environment variable (a missing one is an error,
+`$$` is a literal `$`): use it for passwords and keys, which are never printed. An unknown key or a bad
+value stops the command with exit 2 and a message that names the file and the key.
 
 Generated from the config classes (`tidelake/config.py`) by `python -m tidelake.configdoc`; a test fails
 when this page and the classes disagree.
