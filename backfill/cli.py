@@ -288,7 +288,7 @@ def jars(
     Maven coordinates once into a cache folder, each checked against its locked sha256, and print the
     comma-separated list for spark-submit's --jars. Runs find them there; nothing downloads at session start."""
     from tidelake import jars as jvm_packages
-    from tidelake.output import error
+    from tidelake.output import note
 
     target = folder if folder is not None else jvm_packages.jar_cache()
     wanted = [
@@ -297,7 +297,7 @@ def jars(
         if not (without_delta and j.artifact in jvm_packages.DELTA_ARTIFACTS)
     ]
     fetched = jvm_packages.fetch_jars(
-        target, repository, wanted, on_fetch=lambda jar: error(f"fetching {jar.coordinates}", "backfill jars")
+        target, repository, wanted, on_fetch=lambda jar: note(f"fetching {jar.coordinates}", "backfill jars")
     )
     sys.stdout.write(",".join(str(p) for p in fetched) + "\n")
     return 0

@@ -110,6 +110,17 @@ def _json_line(prog: str, event: str, **fields: Any) -> None:
     sys.stderr.flush()
 
 
+def note(message: str, prog: str) -> None:
+    """One line of information on stderr (not an error), in the configured log format."""
+    if _style.quiet:
+        return
+    if _style.log_format == "json":
+        _json_line(prog, "note", level="info", message=message)
+        return
+    sys.stderr.write(f"{prog}: {message}\n")
+    sys.stderr.flush()
+
+
 def error(message: str, prog: str) -> None:
     if _style.log_format == "json":
         _json_line(prog, "error", level="error", message=message)
