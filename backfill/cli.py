@@ -13,6 +13,7 @@ from tidelake.cli import (
     IntervalOption,
     LogFormatOption,
     NotBuiltYet,
+    OutputFileOption,
     QuietOption,
     VerboseOption,
     VersionOption,
@@ -64,6 +65,7 @@ def _group(version: VersionOption = False, verbose: VerboseOption = False) -> No
 def run(
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    output: OutputFileOption = None,
     until_ts: Annotated[
         int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")
     ] = None,
@@ -84,6 +86,7 @@ def run(
             command="run",
         ),
         as_json,
+        str(output) if output else None,
     )
     return 0
 

@@ -12,6 +12,7 @@ import typer
 from tidelake.cli import (
     IntervalOption,
     LogFormatOption,
+    OutputFileOption,
     QuietOption,
     VerboseOption,
     VersionOption,
@@ -48,9 +49,7 @@ def run(
         Path | None, typer.Option("--config", "-c", help="TOML config; default: the embedded demo config.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write the JSON result to this file.")
-    ] = None,
+    output: OutputFileOption = None,
     tables: Annotated[
         list[str] | None,
         typer.Option(

@@ -7,6 +7,7 @@ the same job won a commit race (`ConcurrentRunError`), 130 interrupted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, cast
 
 import click
@@ -41,6 +42,13 @@ def _print_version(ctx: typer.Context, value: bool) -> None:
         raise typer.Exit()
 
 
+OutputFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o",
+        help="Also write the JSON result to this file (under spark-submit the driver's stderr joins stdout).",
+    ),
+]  # fmt: skip
 VersionOption = Annotated[
     bool,
     typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
