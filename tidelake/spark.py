@@ -44,7 +44,12 @@ LOG4J_OPTION = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
 # spend the run's first minute compiling with the optimizing one (C2) beside the work on 2 cores. The demo's
 # 4 tables reconciled in a new JVM: 24-27 s tiered, 17-18 s quick; warmed up, the quick code is slower (6.3-7.5
 # s against 8.2 s). A 1M-event backfill from empty in a new JVM: 42-45 s tiered, 41 s quick.
-JIT_OPTIONS = MappingProxyType({"tiered": (), "quick": ("-XX:TieredStopAtLevel=1",)})
+# Without tiering the JVM reserves 48 MB for compiled code instead of 240 MB: the demo filled it at 96 s, and the
+# JVM then stopped compiling and printed "CodeCache is full. Compiler has been disabled" on stderr; "quick"
+# keeps the tiered size.
+JIT_OPTIONS = MappingProxyType(
+    {"tiered": (), "quick": ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")}
+)
 # The driver JVM's collector: the parallel (throughput) one, for batch work. In local mode the driver runs every
 # task, and they fill the heap with short-lived rows, Arrow buffers and shuffle blocks. bench/backfill.py (5M
 # events, best of 3, G1 and parallel alternating twice): ours 27.2/26.1 s with G1 (JDK 17's default), 24.6/24.6
