@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from backfill.sources import load_backfill_config
-from tidelake.cli import IntervalOption, LogFormatOption, NotBuiltYet, QuietOption, configure_output, run_app
+from tidelake.cli import (
+    IntervalOption,
+    LogFormatOption,
+    NotBuiltYet,
+    OutputFileOption,
+    QuietOption,
+    VerboseOption,
+    VersionOption,
+    configure_output,
+    configure_program,
+    run_app,
+)
 from tidelake.config import TidelakeConfig
 from tidelake.errors import ConfigError
 from tidelake.output import DEFAULT_INTERVAL, emit, progress
@@ -34,17 +45,28 @@ app = typer.Typer(
 )
 
 ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="TOML config; default: the embedded conf/demo.toml.")
+    Path | None,
+    typer.Option(
+        "--config", "-c", help="TOML config; default: the embedded demo config (`backfill doctor`)."
+    ),
 ]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on stdout instead of tables.")
 ]
 
 
+@app.callback()
+def _group(version: VersionOption = False, verbose: VerboseOption = False) -> None:
+    """Turn TiDB change data into Delta Lake tables (exit 0 done, 1 differences, 2 bad input or config,
+    3 lost a commit race to another run of the job)."""
+    configure_program(verbose)
+
+
 @app.command(epilog="Example: `backfill run --config conf/prod.toml --json > report.json`")
 def run(
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    output: OutputFileOption = None,
     until_ts: Annotated[
         int | None, typer.Option("--until-ts", help="Stop at this ts even if more is resolved.")
     ] = None,
@@ -58,8 +80,14 @@ def run(
     configure_output(quiet, log_format, progress_interval)
     settings = load_backfill_config(config)
     emit(
-        _with_session(settings, "backfill", lambda spark: run_backfill(spark, settings, until_ts=until_ts)),
+        _with_session(
+            settings,
+            "backfill",
+            lambda spark: run_backfill(spark, settings, until_ts=until_ts),
+            command="run",
+        ),
         as_json,
+        str(output) if output else None,
     )
     return 0
 
@@ -74,7 +102,9 @@ def status(config: ConfigOption = None, as_json: JsonOption = False) -> int:
     return 0
 
 
-@app.command(epilog="Example: `backfill snapshot --latest --sql | spark-sql` (README: Tables by name)")
+@app.command(
+    epilog="Example: `backfill snapshot --latest --sql | spark-sql` (docs/operations.md: Tables by name)"
+)
 def snapshot(
     config: ConfigOption = None,
     at: Annotated[
@@ -132,7 +162,9 @@ def maintain(
     return result.exit_code
 
 
-@app.command(epilog="Example: `backfill demo` (uses the embedded conf/demo.toml)")
+@app.command(
+    epilog="Example: `backfill demo` (uses the embedded demo config; its folders are under ./.tidelake/)"
+)
 def demo(
     config: ConfigOption = None,
     as_json: JsonOption = False,
@@ -241,11 +273,59 @@ def simulate(
     )  # fmt: skip
 
 
-def _with_session(settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T]) -> T:
+@app.command(epilog='Example: `spark-submit --jars "$(backfill jars)" ...` (docs/cluster.md)')
+def jars(
+    repository: Annotated[
+        str, typer.Option("--repository", help="Maven repository to fetch from (a mirror of Maven Central).")
+    ] = "https://repo1.maven.org/maven2",
+    folder: Annotated[
+        Path | None,
+        typer.Option(
+            "--folder", help="Where to keep them; default: the user cache ($TIDELAKE_JARS moves it)."
+        ),
+    ] = None,
+    without_delta: Annotated[
+        bool, typer.Option("--without-delta", help="Leave Delta's jars out: the Spark runtime ships Delta.")
+    ] = False,
+) -> int:
+    """Fetch the JVM packages (delta-spark, hadoop-aws with the S3 client, the Kafka connector) by their
+    Maven coordinates once into a cache folder, each checked against its locked sha256, and print the
+    comma-separated list for spark-submit's --jars. Runs find them there; nothing downloads at session start."""
+    from tidelake import jars as jvm_packages
+    from tidelake.output import note
+
+    target = folder if folder is not None else jvm_packages.jar_cache()
+    wanted = [
+        j
+        for j in jvm_packages.locked_jars()
+        if not (without_delta and j.artifact in jvm_packages.DELTA_ARTIFACTS)
+    ]
+    fetched = jvm_packages.fetch_jars(
+        target, repository, wanted, on_fetch=lambda jar: note(f"fetching {jar.coordinates}", "backfill jars")
+    )
+    sys.stdout.write(",".join(str(p) for p in fetched) + "\n")
+    return 0
+
+
+@app.command(epilog="Example: `backfill doctor --json`")
+def doctor(as_json: JsonOption = False) -> int:
+    """Say which Python, Java, Spark, Delta and JVM packages a run would use and what is missing (exit 2),
+    and how to submit a job to a cluster."""
+    from backfill.doctor import diagnose
+
+    result = diagnose()
+    emit(result, as_json)
+    return result.exit_code
+
+
+def _with_session(
+    settings: TidelakeConfig, purpose: str, work: Callable[[SparkSession], T], command: str | None = None
+) -> T:
     """Run `work` with the active SparkSession, or one made (and stopped) for it, showing its progress
-    (one stage; without a terminal, lines with the running Spark tasks)."""
+    (one stage named by the command; without a terminal, lines with what it does now and the running
+    Spark tasks)."""
     with session_for(settings, purpose) as spark, progress("backfill", spark) as tracker:
-        tracker.stage(purpose, 0)
+        tracker.stage(command or purpose, 0)
         return work(spark)
 
 

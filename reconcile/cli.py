@@ -9,7 +9,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tidelake.cli import IntervalOption, LogFormatOption, QuietOption, configure_output, run_app
+from tidelake.cli import (
+    IntervalOption,
+    LogFormatOption,
+    OutputFileOption,
+    QuietOption,
+    VerboseOption,
+    VersionOption,
+    configure_output,
+    configure_program,
+    run_app,
+)
 from tidelake.config import load_config
 from tidelake.errors import TidelakeError
 from tidelake.output import DEFAULT_INTERVAL, emit, error, progress
@@ -28,19 +38,18 @@ app = typer.Typer(
 
 
 @app.callback()
-def _group() -> None:
+def _group(version: VersionOption = False, verbose: VerboseOption = False) -> None:
     """Diff upstream tables against their Delta tables (exit 0 equal, 1 differences, 2 error)."""
+    configure_program(verbose)
 
 
 @app.command(epilog="Example: `reconcile run --config conf/prod.toml --json --max-diff 0`")
 def run(
     config: Annotated[
-        Path | None, typer.Option("--config", "-c", help="TOML config; default: conf/demo.toml.")
+        Path | None, typer.Option("--config", "-c", help="TOML config; default: the embedded demo config.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Also write the JSON result to this file.")
-    ] = None,
+    output: OutputFileOption = None,
     tables: Annotated[
         list[str] | None,
         typer.Option(

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging import InstalledWheel, install_wheel
 from tests.servers import KafkaBroker, MariaDBServer
 from tidelake.s3local import LocalS3Server
 
@@ -87,6 +88,12 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     broker.stop()
 
 
+@pytest.fixture(scope="session")
+def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
+    """The wheel of this checkout installed into a fresh venv outside it (tests/packaging.py)."""
+    return install_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--drill",
@@ -97,11 +104,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The drill runs a JVM per backfill and takes longer than the rest of the suite together: it runs on
-    `--drill` (README), not in the default command that CI runs."""
+    `--drill` (docs/development.md), not in the default command that CI runs."""
     if config.getoption("--drill"):
         return
     skip = pytest.mark.skip(
-        reason="long tier (the reliability drill and tests too long for CI): runs with --drill (README: Tests)"
+        reason="long tier (the reliability drill and tests too long for CI): runs with --drill (docs/development.md: Tests)"
     )
     for item in items:
         if item.get_closest_marker("drill"):

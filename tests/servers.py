@@ -162,9 +162,9 @@ class SparkStandalone:
 
 def kafka_home() -> Path:
     """Folder of the Kafka broker jars that `dev/setup.sh --test` caches (override with TIDELAKE_KAFKA)."""
-    from tidelake.config import PROJECT_ROOT
+    from tidelake.jars import cache_folder
 
-    return Path(os.environ.get("TIDELAKE_KAFKA", PROJECT_ROOT / ".cache" / "kafka"))
+    return Path(os.environ.get("TIDELAKE_KAFKA", cache_folder("kafka")))
 
 
 CLUSTER_ID = "dGlkZWxha2UtdGVzdHMtMQ"  # any 16 bytes, base64 without padding

@@ -7,13 +7,15 @@ the same job won a commit race (`ConcurrentRunError`), 130 interrupted.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, cast
 
 import click
 import typer
 
+from tidelake import __version__
 from tidelake.errors import TidelakeError
-from tidelake.output import DEFAULT_INTERVAL, LogFormat, OutputStyle, configure, error
+from tidelake.output import DEFAULT_INTERVAL, LogFormat, OutputStyle, configure, error, set_verbose
 
 EXIT_OK = 0
 EXIT_DIFFERENCES = 1
@@ -32,6 +34,34 @@ IntervalOption = Annotated[
     float,
     typer.Option("--progress-interval", help="Seconds between progress lines when stderr is not a terminal."),
 ]
+
+
+def _print_version(ctx: typer.Context, value: bool) -> None:
+    if value:
+        typer.echo(f"{ctx.info_name} {__version__}")
+        raise typer.Exit()
+
+
+OutputFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--output", "-o",
+        help="Also write the JSON result to this file (under spark-submit the driver's stderr joins stdout).",
+    ),
+]  # fmt: skip
+VersionOption = Annotated[
+    bool,
+    typer.Option("--version", help="Print the version and exit.", is_eager=True, callback=_print_version),
+]
+VerboseOption = Annotated[
+    bool,
+    typer.Option("--verbose", help="Also the JVM's own start-up lines and Spark's warnings on stderr."),
+]
+
+
+def configure_program(verbose: bool) -> None:
+    """Apply the options every command takes before its name (`backfill --verbose run`)."""
+    set_verbose(verbose)
 
 
 def configure_output(quiet: bool, log_format: str, interval: float = DEFAULT_INTERVAL) -> None:

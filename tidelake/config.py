@@ -1,7 +1,8 @@
 """The tidelake config: one TOML file, parsed at the edge into frozen, validated dataclasses.
 
-`conf/demo.toml` is the embedded default. Relative paths in a config are taken from the current
-directory, like any command-line path.
+`tidelake/conf/demo.toml` (package data; `conf/demo.toml` in a checkout links to it) is the embedded
+default. Relative paths in a config are taken from the current directory, like any command-line path: the
+demo's are under `.tidelake/` there, never inside the installed package.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from tidelake.configload import Secret, load_dataclass
 from tidelake.errors import ConfigError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "demo.toml"
+DEFAULT_CONFIG = Path(__file__).with_name("conf") / "demo.toml"
 
 _T = TypeVar("_T")
 _JOB_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -194,7 +194,7 @@ class TargetConfig:
 
     warehouse: str
     tables: tuple[str, ...] = ("*.*",)
-    # Catalog registration (README "Tables by name"): every table also as `<prefix><db>.<table>` in
+    # Catalog registration (docs/operations.md "Tables by name"): every table also as `<prefix><db>.<table>` in
     # `catalog`, an EXTERNAL Delta table over its folder; the metastore is embedded (Derby in
     # `metastore_dir`, default `<warehouse's parent>/metastore`) unless `metastore_uri` names one.
     register: bool = True

@@ -1,4 +1,4 @@
-"""The Spark settings of the metastore that tables are registered in (README "Tables by name").
+"""The Spark settings of the metastore that tables are registered in (docs/operations.md "Tables by name").
 
 Embedded by default: a Derby database and Spark's managed-table folder under one local folder, with
 Derby's own files (derby.log) there too, never in the working directory. An external Hive metastore
@@ -59,7 +59,7 @@ def derby_java_options(target: TargetConfig) -> str:
 
 def spark_sql_args(target: TargetConfig) -> list[str]:
     """The `spark-sql`/`spark-submit` flags that open the same metastore as tidelake's own sessions
-    (README "Tables by name" shows them for the demo); add `--jars` with the Delta jars."""
+    (docs/operations.md "Tables by name" shows them for the demo); add `--jars` with the Delta jars."""
     args = [
         "--conf", "spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension",
         "--conf", "spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog",

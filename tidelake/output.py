@@ -53,12 +53,34 @@ class OutputStyle:
 
 
 _style = OutputStyle()
+_verbose = False
+_activity: list[str] = []  # what the running stage does now, innermost last (`activity`)
 
 
 def configure(style: OutputStyle) -> None:
     """Set the style for the rest of this process (a command calls it once, from its flags)."""
     global _style
     _style = style
+
+
+def set_verbose(verbose: bool) -> None:
+    """`--verbose`: the JVM's own start-up lines and warnings reach stderr too."""
+    global _verbose
+    _verbose = verbose
+
+
+def verbose() -> bool:
+    return _verbose
+
+
+@contextmanager
+def activity(description: str) -> Iterator[None]:
+    """Say what the work does now (reading a folder, waiting on brokers): progress lines name it."""
+    _activity.append(description)
+    try:
+        yield
+    finally:
+        _activity.remove(description)
 
 
 class Result(Protocol):
@@ -85,6 +107,17 @@ def _json_line(prog: str, event: str, **fields: Any) -> None:
         "event": event,
     }
     sys.stderr.write(json.dumps({**record, **fields}, default=str) + "\n")
+    sys.stderr.flush()
+
+
+def note(message: str, prog: str) -> None:
+    """One line of information on stderr (not an error), in the configured log format."""
+    if _style.quiet:
+        return
+    if _style.log_format == "json":
+        _json_line(prog, "note", level="info", message=message)
+        return
+    sys.stderr.write(f"{prog}: {message}\n")
     sys.stderr.flush()
 
 
@@ -158,8 +191,10 @@ class _Lines:
         now = time.monotonic()
         rate = done / max(now - stage_started, 1e-9)
         tasks = _spark_tasks(self.spark)
+        doing = _activity[-1] if _activity else None
         fields: dict[str, Any] = {
             "stage": description,
+            "activity": doing,
             "done": done,
             "total": total or None,
             "rate": round(rate, 2),
@@ -170,10 +205,14 @@ class _Lines:
         if self.style.log_format == "json":
             _json_line(self.prog, "progress", **fields)
             return
-        text = (
-            f"{self.prog}: {description}: {done}/{total or '?'} done, {rate:.1f}/s, "
-            f"{now - self.started:.0f}s elapsed"
-        )
+        text = f"{self.prog}: {description}"
+        if doing:
+            text += f": {doing}"
+        if total:
+            text += f": {done}/{total} done, {rate:.1f}/s"
+        elif done:
+            text += f": {done} done, {rate:.1f}/s"
+        text += f", {now - self.started:.0f}s elapsed"
         if tasks is not None:
             text += f", spark tasks {tasks[0]}/{tasks[1]}"
         sys.stderr.write(text + "\n")

@@ -14,14 +14,16 @@ import subprocess
 import time
 from pathlib import Path
 
-from tidelake.config import PROJECT_ROOT, ObjectStoreConfig
+from tidelake.config import ObjectStoreConfig
 from tidelake.configload import Secret
 from tidelake.errors import ConfigError
+from tidelake.jars import cache_folder
 
 
 def s3proxy_jars() -> Path:
-    """Folder of S3Proxy and its dependencies (override with TIDELAKE_S3PROXY)."""
-    return Path(os.environ.get("TIDELAKE_S3PROXY", PROJECT_ROOT / ".cache" / "s3proxy"))
+    """Folder of S3Proxy and its dependencies: $TIDELAKE_S3PROXY, else the checkout's `.cache/s3proxy`."""
+    given = os.environ.get("TIDELAKE_S3PROXY")
+    return Path(given) if given else cache_folder("s3proxy")
 
 
 class LocalS3Server:
@@ -55,7 +57,10 @@ class LocalS3Server:
     def start(self, timeout: float = 60.0) -> LocalS3Server:
         jars = s3proxy_jars()
         if not any(jars.glob("s3proxy-*.jar")):
-            raise ConfigError(f"no S3Proxy in {jars}: run dev/setup.sh first (it fetches it once)")
+            raise ConfigError(
+                f"no S3Proxy in {jars}: a checkout's dev/setup.sh fetches it once; "
+                "or set TIDELAKE_S3PROXY to a folder of its jars"
+            )
         (self.folder / "data").mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         properties = self.folder / "s3proxy.properties"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from tidelake import classarchive
-from tidelake.config import PROJECT_ROOT, SparkConfig
-from tidelake.errors import ConfigError
+from tidelake import classarchive, output
+from tidelake.config import SparkConfig
+from tidelake.jars import cached_jars, jar_cache
 from tidelake.objectstore import configure, object_store_errors
 
 if TYPE_CHECKING:
@@ -41,8 +42,12 @@ LOG4J_OPTION = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
 # The driver JVM's JIT compilers, by `[spark] jit`. Spark and Delta run much of their code only a few times a
 # query, and a short run is mostly that code: "quick" keeps the JVM to its quick compiler (C1), so it does not
 # spend the run's first minute compiling with the optimizing one (C2) beside the work on 2 cores; warmed up,
-# its code is slower (figures: bench/NOTES.md "Driver JIT").
-JIT_OPTIONS = MappingProxyType({"tiered": (), "quick": ("-XX:TieredStopAtLevel=1",)})
+# its code is slower (figures: bench/NOTES.md "Driver JIT"). Without tiering the JVM reserves 48 MB for
+# compiled code instead of 240 MB: the demo filled that and the JVM stopped compiling ("CodeCache is full"
+# on stderr), so "quick" keeps the tiered size.
+JIT_OPTIONS = MappingProxyType(
+    {"tiered": (), "quick": ("-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m")}
+)
 # The driver JVM's collector: the parallel (throughput) one, for batch work. In local mode the driver runs every
 # task, and they fill the heap with short-lived rows, Arrow buffers and shuffle blocks (bench/NOTES.md "Driver
 # collector").
@@ -73,24 +78,10 @@ def execution_conf(rows: int, table_bytes: int = 0) -> Mapping[str, str] | None:
     return SMALL_WORK if rows <= SMALL_WORK_ROWS and table_bytes <= SMALL_TABLE_BYTES else None
 
 
-def jar_cache() -> Path:
-    """Folder of the JVM packages fetched by dev/setup.sh (override with TIDELAKE_JARS)."""
-    return Path(os.environ.get("TIDELAKE_JARS", PROJECT_ROOT / ".cache" / "jars"))
-
-
 def class_archive_dir() -> Path:
     """Where set-up writes the driver JVM's class archive (tidelake/classarchive.py): beside the jar cache
     (`.cache/jvm`; TIDELAKE_JARS moves both)."""
     return jar_cache().parent / "jvm"
-
-
-def cached_jars() -> list[str]:
-    jars = sorted(str(p) for p in jar_cache().glob("*.jar"))
-    if not any("delta-spark" in Path(j).name for j in jars):
-        raise ConfigError(
-            f"no delta-spark jar in {jar_cache()}: run dev/setup.sh first (it fetches the JVM packages once)"
-        )
-    return jars
 
 
 def under_spark_submit() -> bool:
@@ -196,31 +187,59 @@ def build_session(app_name: str, config: SparkConfig, target: TargetConfig | Non
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
-    with jvm_stdout_to_stderr():
+    with jvm_output_to_stderr():
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("WARN" if output.verbose() else "ERROR")
     return spark
 
 
+# What the JVM prints at every start on its own: not ours, and no use to a user (`--verbose` shows it).
+JVM_CHATTER = (
+    b"WARNING: Using incubator modules:",
+    b"Setting default log level to",
+    b"To adjust logging level use sc.setLogLevel",
+)
+
+
 @contextmanager
-def jvm_stdout_to_stderr() -> Iterator[None]:
-    """Start the JVM (if this block starts it) with our stderr as its stdout: stdout belongs to the
-    result (`--json`), and Spark and Delta print to the console (VACUUM: "Deleted N files and
-    directories ..."). Our own stdout is back as it was after the block."""
+def jvm_output_to_stderr() -> Iterator[None]:
+    """Start the JVM (if this block starts it) with its stdout and stderr on a pipe that a thread of ours
+    copies to our stderr, without the JVM's start-up chatter (`JVM_CHATTER`) unless `--verbose`: stdout
+    belongs to the result (`--json`), and Spark and Delta print to the console (VACUUM: "Deleted N files
+    and directories ..."). Our own stdout and stderr are back as they were after the block."""
     from pyspark import SparkContext
 
-    if SparkContext._gateway is not None:  # the JVM runs already: its stdout is set
+    if SparkContext._gateway is not None:  # the JVM runs already: its output is set
         yield
         return
     sys.stdout.flush()
-    saved = os.dup(1)
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    saved_out, saved_err = os.dup(1), os.dup(2)
+    forward = threading.Thread(
+        target=_copy_jvm_output, args=(read_end, saved_err, output.verbose()), name="tidelake-jvm-output",
+        daemon=True,
+    )  # fmt: skip
+    forward.start()
     try:
-        os.dup2(2, 1)
+        os.dup2(write_end, 1)
+        os.dup2(write_end, 2)
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        os.dup2(saved_out, 1)
+        os.dup2(saved_err, 2)
+        os.close(saved_out)
+        os.close(write_end)  # the JVM holds the pipe from here on; its end is the copier's end
+
+
+def _copy_jvm_output(read_end: int, stderr_fd: int, verbose: bool) -> None:
+    """Copy lines from the JVM's pipe to `stderr_fd` (a duplicate of our stderr) until the JVM closes it."""
+    with os.fdopen(read_end, "rb") as lines, os.fdopen(stderr_fd, "wb", buffering=0) as stderr:
+        for line in lines:
+            if verbose or not line.startswith(JVM_CHATTER):
+                stderr.write(line)
 
 
 def _catalog_settings(target: TargetConfig | None) -> dict[str, str]:

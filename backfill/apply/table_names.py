@@ -245,5 +245,5 @@ def _say_if_in_memory(spark: SparkSession, target: CatalogTarget) -> None:
         sys.stderr.write(
             "backfill: note: this Spark session has no Hive support, so tables are registered in its "
             "in-memory catalog only (start it with spark.sql.catalogImplementation=hive and a metastore "
-            "to keep them; README: Tables by name)\n"
+            "to keep them; docs/operations.md: Tables by name)\n"
         )

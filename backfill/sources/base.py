@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from backfill.tables import RowIdentity, TrackedTable
-from tidelake import conventions, delta, fs
+from tidelake import conventions, delta, fs, output
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,7 +34,8 @@ class StageClock:
     def stage(self, name: str) -> Iterator[None]:
         start = time.perf_counter()
         try:
-            yield
+            with output.activity(name):
+                yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 

@@ -1,14 +1,18 @@
 """Airflow DAG: back-fill every 15 minutes, then reconcile; a difference fails the DAG run.
 
-Both tasks `spark-submit` the thin entrypoints in `jobs/` (they build the SparkSession spark-submit
-configured and exit with the command's status). `reconcile` exits 1 when tables differ and 2 when it
-cannot compare, spark-submit passes that status on, and SparkSubmitOperator fails the task on any
-non-zero status, so the DAG run fails. Progress goes to the task log as JSON lines (`--log-format
-json`), the result to stdout as one JSON object, the JUnit/HTML reports to `REPORTS`.
+Both tasks `spark-submit` the installed package's `backfill/__main__.py` and `reconcile/__main__.py` (they
+run the command line with the SparkSession spark-submit configured and exit with the command's status).
+`reconcile` exits 1 when tables differ and 2 when it cannot compare, spark-submit passes that status on,
+and SparkSubmitOperator fails the task on any non-zero status, so the DAG run fails. Progress goes to the
+task log as JSON lines (`--log-format json`), the result to stdout as one JSON object, the JUnit/HTML
+reports to `REPORTS`.
 
-Set-up: the `apache-airflow-providers-apache-spark` provider, a `spark_default` connection to the
-cluster's master, and tidelake installed (`pip install .`) where the driver runs (client mode) and on
-the workers, with the jars `dev/setup.sh` put in `.cache/jars`. Adjust `TIDELAKE` and `CONFIG`.
+Set-up (docs/cluster.md): the `apache-airflow-providers-apache-spark` provider, a `spark_default`
+connection to the cluster's master, and on the Airflow worker a venv with the wheel
+(`python3.11 -m venv /opt/tidelake-env && /opt/tidelake-env/bin/pip install tidelake-*.whl venv-pack`),
+its jars (`TIDELAKE_JARS=/opt/tidelake-env/jars /opt/tidelake-env/bin/backfill jars`) and the venv packed
+for the executors (`venv-pack -p /opt/tidelake-env -o /opt/tidelake-env.tar.gz --exclude
+'lib/python*/site-packages/pyspark/jars/*'`). Adjust `VENV` and `CONFIG`.
 tests/unit/test_examples.py checks the commands below against the CLI (a drift guard).
 """
 
@@ -16,16 +20,20 @@ from __future__ import annotations
 
 import datetime as dt
 
-TIDELAKE = "/opt/tidelake"  # a checkout of this repository
-CONFIG = f"{TIDELAKE}/conf/prod.toml"
+VENV = "/opt/tidelake-env"  # the venv the wheel is installed in, on the Airflow worker
+SITE = f"{VENV}/lib/python3.11/site-packages"
+ENVIRONMENT = f"{VENV}.tar.gz#environment"  # the venv packed for the executors
+CONFIG = "/etc/tidelake/prod.toml"
 REPORTS = "/var/log/tidelake/reports"
-JARS = ",".join(
-    f"{TIDELAKE}/.cache/jars/{jar}" for jar in ("delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar")
-)
+JARS = ",".join(f"{VENV}/jars/{jar}" for jar in ("delta-spark_2.13-4.0.1.jar", "delta-storage-4.0.1.jar"))
+PYTHON = {
+    "spark.pyspark.driver.python": f"{VENV}/bin/python",
+    "spark.pyspark.python": "./environment/bin/python",
+}
 
-BACKFILL_APPLICATION = f"{TIDELAKE}/jobs/backfill_job.py"
+BACKFILL_APPLICATION = f"{SITE}/backfill/__main__.py"
 BACKFILL_ARGS = ["run", "--config", CONFIG, "--json", "--log-format", "json", "--progress-interval", "60"]
-RECONCILE_APPLICATION = f"{TIDELAKE}/jobs/reconcile_job.py"
+RECONCILE_APPLICATION = f"{SITE}/reconcile/__main__.py"
 RECONCILE_ARGS = [
     "run", "--config", CONFIG, "--json", "--max-diff", "0", "--log-format", "json",
     "--junit", f"{REPORTS}/reconcile-{{{{ ts_nodash }}}}.xml",
@@ -54,6 +62,8 @@ if DAG is not None:
             application_args=BACKFILL_ARGS,
             conn_id="spark_default",
             jars=JARS,
+            archives=ENVIRONMENT,
+            conf=PYTHON,
             name="tidelake-backfill",
         )
         reconcile = SparkSubmitOperator(
@@ -62,6 +72,8 @@ if DAG is not None:
             application_args=RECONCILE_ARGS,
             conn_id="spark_default",
             jars=JARS,
+            archives=ENVIRONMENT,
+            conf=PYTHON,
             name="tidelake-reconcile",
             retries=0,  # a difference is a finding, not a flake
         )

@@ -199,14 +199,14 @@ def test_a_run_whose_embedded_metastore_another_process_holds_stops_before_writi
     import subprocess
     import sys
 
-    from tidelake.config import PROJECT_ROOT
+    from tests import CHECKOUT
 
     spark.sql("SHOW DATABASES").collect()  # this session's Derby is booted
     url = spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL")
     held = re.search(r"databaseName=(.*)/metastore_db", url).group(1)
     conf, _ = write_job(tmp_path, [("app", users_table())], [], [(users_table(), 1, {2: "a", 3: 1}, 120)],
                         extra=f'metastore_dir = "{held}"\n[spark]\nmaster = "local[1]"\ndriver_memory = "1g"\n')  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "TIDELAKE_METASTORE_WAIT": "5"}  # 300 s by default
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT), "TIDELAKE_METASTORE_WAIT": "5"}  # 300 s by default
     env.pop("PYSPARK_GATEWAY_PORT", None)
     run = subprocess.run(
         [sys.executable, "-m", "backfill", "run", "--config", str(conf), "--json", "--quiet"],

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests import CHECKOUT
 from tests.captures import Capture, users_table
-from tidelake.config import PROJECT_ROOT, load_config
+from tidelake.config import load_config
+from tidelake.jars import jar_cache
 from tidelake.metastore import spark_sql_args
-from tidelake.spark import jar_cache
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.drill]  # long tier: `pytest --drill`
 
@@ -32,7 +33,7 @@ def test_spark_sql_in_another_process_sees_the_registered_table(tmp_path: Path) 
         f'[job]\nname = "cat"\n[source]\npath = "{tmp_path / "scans"}"\n'
         f'[target]\nwarehouse = "{tmp_path / "wh"}"\n[spark]\nmaster = "local[1]"\ndriver_memory = "1g"\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(CHECKOUT)}
     env.pop("PYSPARK_GATEWAY_PORT", None)
     run = subprocess.run(
         [sys.executable, "-m", "backfill", "run", "--config", str(conf), "--json", "--quiet"],

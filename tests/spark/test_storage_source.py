@@ -295,6 +295,18 @@ def test_bad_input_exits_2_naming_the_place_and_leaves_tables_unchanged(
     assert {t: version(spark, tmp_path, t) for t in ("users", "other")} == before
 
 
+def test_a_sink_folder_that_does_not_exist_exits_2_and_one_without_metadata_yet_exits_0(
+    spark, tmp_path, capsys
+) -> None:
+    """A typo in `path` must fail a scheduled job, not do nothing forever; an existing prefix the sink has
+    not written its first checkpoint to yet is a clear no-op."""
+    conf = config(tmp_path)
+    fails(conf, capsys, f"{tmp_path / 'sink'}: the storage sink's folder does not exist")
+    (tmp_path / "sink").mkdir()
+    assert main(["run", "--config", str(conf), "--json", "--quiet"]) == 0
+    assert "no metadata file: the storage sink has not written a checkpoint yet" in capsys.readouterr().out
+
+
 def test_canal_json_that_does_not_parse_names_file_and_line(spark, tmp_path, capsys) -> None:
     sink = SinkFolder(tmp_path / "sink", ".json")
     sink.schema("users", 100)

@@ -169,6 +169,7 @@ def test_cli_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_jit_setting_reaches_the_driver_jvm_and_a_wrong_one_lists_the_choices(tmp_path: Path) -> None:
     quick = load_config(write(tmp_path, MINIMAL + '\n[spark]\njit = "quick"\n')).spark
     assert "-XX:TieredStopAtLevel=1" in driver_java_options(quick).split()
+    assert "-XX:ReservedCodeCacheSize=240m" in driver_java_options(quick).split()  # not C1-only's 48 MB
     assert "TieredStopAtLevel" not in driver_java_options(load_config(write(tmp_path, MINIMAL)).spark)
     assert driver_java_options(quick).startswith(LOG4J_OPTION)
     with pytest.raises(

@@ -2,7 +2,8 @@
 
 Airflow itself is too heavy for CI, so the DAG module is imported without it (its commands are plain
 constants) and each command is parsed by the real click command behind `backfill`/`reconcile`, the
-way spark-submit's `jobs/` entrypoints hand it over: an option that was renamed or removed fails here.
+way the package's `__main__.py` files that spark-submit runs hand it over: an option that was renamed or
+removed fails here.
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 APPS = {
-    "jobs/backfill_job.py": ("backfill", backfill_app),
-    "jobs/reconcile_job.py": ("reconcile", reconcile_app),
+    "backfill/__main__.py": ("backfill", backfill_app),
+    "reconcile/__main__.py": ("reconcile", reconcile_app),
 }
 
 
 def parse(job: str, args: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """Parse `args` as the job's entrypoint would, without running anything: (subcommand, its params)."""
-    assert job in APPS, f"{job} is not one of our spark-submit entrypoints"
+    assert job in APPS, f"{job} is not one of our spark-submit applications"
     assert (ROOT / job).is_file()
     prog, app = APPS[job]
     group = typer.main.get_command(app)
@@ -59,12 +60,14 @@ def load_dag() -> Any:
 
 def test_the_airflow_dag_submits_our_entrypoints_with_valid_commands() -> None:
     dag = load_dag()
-    backfill_job = str(Path(dag.BACKFILL_APPLICATION).relative_to(dag.TIDELAKE))
-    reconcile_job = str(Path(dag.RECONCILE_APPLICATION).relative_to(dag.TIDELAKE))
+    backfill_job = str(Path(dag.BACKFILL_APPLICATION).relative_to(dag.SITE))
+    reconcile_job = str(Path(dag.RECONCILE_APPLICATION).relative_to(dag.SITE))
     name, params = parse(backfill_job, dag.BACKFILL_ARGS)
     assert name == "run" and params["as_json"] and params["log_format"] == "json"
     name, params = parse(reconcile_job, dag.RECONCILE_ARGS)
-    assert name == "run" and reconcile_job == "jobs/reconcile_job.py"
+    assert name == "run" and reconcile_job == "reconcile/__main__.py"
+    assert dag.PYTHON["spark.pyspark.python"] == "./environment/bin/python"
+    assert dag.ENVIRONMENT.endswith("#environment")
     assert params["max_diff"] == 0 and params["junit"] is not None and params["html"] is not None
     pom = (ROOT / "dev/jars/pom.xml").read_text()
     for jar in dag.JARS.split(","):  # the Delta jars dev/setup.sh fetches, at the pinned version
@@ -77,16 +80,17 @@ def test_the_cron_script_submits_our_entrypoints_with_valid_commands() -> None:
     arrays = {
         m.group(1): shlex.split(m.group(2)) for m in re.finditer(r"^(\w+_ARGS)=\((.*)\)$", script, re.M)
     }
-    jobs = dict(re.findall(r"(jobs/\w+\.py) \"\$\{(\w+_ARGS)\[@\]\}\"", script))
+    jobs = dict(re.findall(r"\$SITE/(\w+/__main__\.py)\" \"\$\{(\w+_ARGS)\[@\]\}\"", script))
     assert set(jobs) == set(APPS) and set(jobs.values()) == set(arrays)
     for job, array in jobs.items():
         name, params = parse(job, arrays[array])
-        assert name == "run" and params["as_json"]
-    assert parse("jobs/reconcile_job.py", arrays["RECONCILE_ARGS"])[1]["max_diff"] == 0
+        assert name == "run" and params["output"] is not None  # stdout holds the driver's stderr too
+    assert parse("reconcile/__main__.py", arrays["RECONCILE_ARGS"])[1]["max_diff"] == 0
+    assert '--archives "$VENV.tar.gz#environment"' in script
 
 
 def test_the_guard_itself_catches_a_renamed_option() -> None:
     with pytest.raises(click.NoSuchOption):
-        parse("jobs/reconcile_job.py", ["run", "--junit-xml", "x.xml"])
+        parse("reconcile/__main__.py", ["run", "--junit-xml", "x.xml"])
     with pytest.raises(ValueError, match="--log-format"):
-        parse("jobs/backfill_job.py", ["run", "--log-format", "yaml"])
+        parse("backfill/__main__.py", ["run", "--log-format", "yaml"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tidelake.config import PROJECT_ROOT
+from tests import CHECKOUT as PROJECT_ROOT
 
 pytestmark = pytest.mark.unit
 

@@ -69,3 +69,39 @@ def test_bad_styles_are_refused() -> None:
     with pytest.raises(ValueError, match="--progress-interval"):
         OutputStyle(interval=0)
     assert output.DEFAULT_INTERVAL > 0
+
+
+def test_a_stage_without_counts_names_what_it_does_now_not_0_of_unknown(capsys) -> None:
+    configure(OutputStyle(interval=0.05))
+    with progress("backfill") as tracker:
+        tracker.stage("run", 0)
+        with output.activity("plan: asking Kafka at 127.0.0.1:9 for the offsets of topic 't'"):
+            time.sleep(0.12)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "backfill: run, 0s elapsed"
+    assert (
+        "backfill: run: plan: asking Kafka at 127.0.0.1:9 for the offsets of topic 't', 0s elapsed" in lines
+    )
+    assert not any("/?" in line or "backfill: backfill" in line for line in lines)
+
+
+def test_the_jvm_start_up_chatter_stays_off_stderr_unless_verbose() -> None:
+    import os
+    import tempfile
+
+    from tidelake.spark import _copy_jvm_output
+
+    jvm = (
+        b"WARNING: Using incubator modules: jdk.incubator.vector\n"
+        b'Setting default log level to "WARN".\n'
+        b"To adjust logging level use sc.setLogLevel(newLevel). For SparkR, use setLogLevel(newLevel).\n"
+        b"Deleted 3 files and directories in a total of 1 directories.\n"
+    )
+    for verbose, kept in ((False, jvm.splitlines(keepends=True)[-1]), (True, jvm)):
+        read_end, write_end = os.pipe()
+        os.write(write_end, jvm)
+        os.close(write_end)
+        with tempfile.TemporaryFile() as copied:
+            _copy_jvm_output(read_end, os.dup(copied.fileno()), verbose)
+            copied.seek(0)
+            assert copied.read() == kept

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from backfill.sources import load_backfill_config
-from tidelake.config import PROJECT_ROOT
+from tests import CHECKOUT
 from tidelake.errors import ConfigError
 
 pytestmark = pytest.mark.unit
@@ -22,7 +22,7 @@ def load(tmp_path: Path, extra: str = ""):
 
 
 def test_storage_example_config_loads() -> None:
-    config = load_backfill_config(PROJECT_ROOT / "conf" / "storage-example.toml")
+    config = load_backfill_config(CHECKOUT / "conf" / "storage-example.toml")
     assert config.source.kind == "ticdc-storage" and config.source.settings.protocol == "csv"
     assert config.source.settings.null == "\\N" and config.source.settings.terminator == "\r\n"
 

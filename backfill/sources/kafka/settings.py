@@ -25,8 +25,8 @@ class KafkaSourceConfig:
     # The changefeed's `large-message-handle-compression`: row and DDL values are compressed with it.
     compression: Literal["none", "snappy", "lz4"] = "none"
     time_zone: str = "UTC"  # the changefeed's time zone: TIMESTAMP values are printed in it
-    # A folder with tables.jsonl (+ ddl_jobs.jsonl), as in a kv-scan capture's schema/: exact types, ENUM
-    # and SET names. Without it the schema is inferred from the messages (README: what is lost).
+    # Optional: a folder with tables.jsonl (+ ddl_jobs.jsonl), as in a kv-scan capture's schema/. Without it
+    # the schema comes from the DDL text in the topic, [upstream], or the messages (docs/kafka.md).
     schema: str | None = None
     # Extra Kafka consumer settings (security.protocol, sasl.*, ...), given to Spark as `kafka.<name>`.
     options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))

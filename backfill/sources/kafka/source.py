@@ -53,7 +53,7 @@ from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_column
 from backfill.sources.ticdc.open_supersede import LatestPerKey
 from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
-from tidelake import delta, fs
+from tidelake import delta, fs, output
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
 from tidelake.sqlident import quote_ident
@@ -155,8 +155,11 @@ class KafkaSource(Source[KafkaWindow]):
     def plan(
         self, spark: SparkSession, checkpoints: CheckpointBook, clock: StageClock, until_ts: int | None
     ) -> KafkaWindow | NoWindow:
+        kafka = f"Kafka at {self.config.bootstrap_servers}"
+        topic = repr(self.config.topic) if self.config.topic is not None else f"/{self.config.topic_pattern}/"
         with clock.stage("plan"):
-            partitions = broker.list_offsets(spark, self.config)
+            with output.activity(f"plan: asking {kafka} for the offsets of topic {topic}"):
+                partitions = broker.list_offsets(spark, self.config)
             existing = self._table_records(spark, checkpoints)
             start = progress.run_start(existing, partitions)
             progress.check_offsets(start.offsets, partitions)
@@ -165,8 +168,10 @@ class KafkaSource(Source[KafkaWindow]):
         with clock.stage("read"), input_errors("Kafka messages"):
             events = None
             if any(end > begin for begin, end in ranges.values()):
-                records = broker.read_records(spark, self.config, ranges)
-                events = decode_events(records, self.config.compression, self.config.protocol).persist()
+                messages = sum(end - begin for begin, end in ranges.values())
+                with output.activity(f"read: reading {messages} messages of topic {topic} from {kafka}"):
+                    records = broker.read_records(spark, self.config, ranges)
+                    events = decode_events(records, self.config.compression, self.config.protocol).persist()
         try:
             return self._window(checkpoints, clock, until_ts, start, ranges, existing, events)
         except BaseException:

@@ -111,8 +111,16 @@ class StorageSource(Source[StorageWindow]):
     # ------------------------------------------------------------------------------------------ plan
 
     def _checkpoint(self, spark: SparkSession) -> int | None:
+        """The sink's checkpoint ts from its metadata file; None while an existing folder has none yet. A
+        folder (or bucket) that does not exist is an InputError: a typo would make a scheduled job do
+        nothing forever without failing."""
         uri = fs.join(self.path, layout.METADATA)
         if not fs.exists(spark, uri):
+            if not fs.exists(spark, self.path):
+                raise InputError(
+                    f"{self.path}: the storage sink's folder does not exist (check [source] path: the sink "
+                    "URI's bucket and prefix)"
+                )
             return None
         return layout.parse_metadata(fs.read_text(spark, uri), uri)
 

@@ -181,7 +181,7 @@ def typed_canal_rows(
 
 
 # Lengths that do not change the Delta type, for base names without one; BIT gets 64 (8 bytes, as the
-# open protocol's inferred schema: the README says what is lost).
+# open protocol's inferred schema: docs/kafka.md says what is lost).
 _DEFAULT_LENGTHS = {"varchar": 16383, "char": 255, "varbinary": 65535, "binary": 255, "bit": 64}
 _NEEDS_ARGUMENTS = re.compile(r"^(decimal|numeric)(\s+unsigned)?$", re.IGNORECASE)
 
