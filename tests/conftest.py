@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.servers import KafkaBroker, MariaDBServer
+from tests.toxiproxy import ToxiproxyServer
 from tidelake.s3local import LocalS3Server
 
 
@@ -85,6 +86,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka")).start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyServer]:
+    """A real TCP fault proxy (Toxiproxy, built by `dev/setup.sh --test`) on 127.0.0.1 for this run."""
+    server = ToxiproxyServer(tmp_path_factory.mktemp("toxiproxy")).start()
+    yield server
+    server.stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
