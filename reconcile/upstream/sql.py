@@ -19,6 +19,12 @@ Snapshots (what a run guarantees)
     differ by writes committed while they were opened: exact only on a quiet table. Either way the
     Delta side is the version chosen by `--at-ts` or the latest, since MySQL has no ts to match.
 
+Network failures
+    Every statement waits at most `read_timeout` seconds for its answer. A connection refused, reset,
+    lost or timed out raises `UpstreamUnavailable` naming the server; the engine then reads the table
+    again from new connections (`reconnect` renews the shared one), so a retried table still sees one
+    snapshot. Any other failure is an `UpstreamError`. Neither is ever a raw pymysql exception.
+
 Bytes
     Every byte pymysql reads from the socket is counted (`bytes_received`), for the report and bench.
 """
@@ -41,7 +47,7 @@ from pymysql.constants import CR, ER
 
 from reconcile.chunks import Checksum, Key, KeyRange, Part
 from reconcile.encoding import FloatDigits
-from reconcile.errors import TableNotFound, UpstreamError
+from reconcile.errors import TableNotFound, UpstreamError, UpstreamUnavailable
 from reconcile.schema import Column, Kind, TableSchema, column_from_type
 from reconcile.upstream.dialect import Query, detect
 from reconcile.upstream.mysql import MySQL
@@ -50,6 +56,12 @@ if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig
 
 T = TypeVar("T")
+
+# pymysql's client-side codes of a connection that could not be made or broke (refused, reset, timed out)
+_NETWORK_CODES = frozenset(
+    {CR.CR_CONNECTION_ERROR, CR.CR_CONN_HOST_ERROR, CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST,
+     CR.CR_SERVER_LOST_EXTENDED}
+)  # fmt: skip
 
 
 class CountingConnection(pymysql.connections.Connection):
@@ -80,9 +92,28 @@ def _ssl_context(config: UpstreamConfig) -> ssl.SSLContext | None:
     return context
 
 
+def server_name(config: UpstreamConfig) -> str:
+    return f"{config.kind} upstream {config.host}:{config.port}"
+
+
+def failure(exc: BaseException, config: UpstreamConfig, doing: str) -> UpstreamError:
+    """`exc` (from pymysql or the socket) as the error to raise, naming the server, never the password:
+    UpstreamUnavailable when the network failed (worth another try), else UpstreamError."""
+    args = getattr(exc, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    reason = _scrub(str(args[-1] if args and args[-1] else exc) or type(exc).__name__, config)
+    if (
+        isinstance(exc, OSError | pymysql.err.InterfaceError)
+        or (isinstance(exc, pymysql.err.OperationalError) and code in _NETWORK_CODES)
+    ):  # fmt: skip
+        return UpstreamUnavailable(f"{server_name(config)}: connection lost while {doing}: {reason}")
+    return UpstreamError(f"{server_name(config)}: {doing} failed: {reason}")
+
+
 def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingConnection:
-    """Open one connection, mapping every failure to an UpstreamError without the password in it."""
-    where = f"{config.kind} upstream {config.host}:{config.port} as user {config.user!r}"
+    """Open one connection, mapping every failure to an UpstreamError without the password in it
+    (UpstreamUnavailable when the server could not be reached)."""
+    where = f"{server_name(config)} as user {config.user!r}"
     try:
         conn = CountingConnection(
             host=config.host,
@@ -92,7 +123,8 @@ def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingC
             database=database,
             charset="utf8mb4",
             connect_timeout=config.connect_timeout,
-            read_timeout=None,
+            read_timeout=config.read_timeout,
+            write_timeout=config.read_timeout,
             ssl=_ssl_context(config),
             autocommit=True,
             binary_prefix=True,
@@ -101,12 +133,15 @@ def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingC
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else None
         if code == ER.ACCESS_DENIED_ERROR:
-            reason = "access denied (wrong user or password)"
-        elif code in (CR.CR_CONN_HOST_ERROR, CR.CR_CONNECTION_ERROR, CR.CR_UNKNOWN_HOST):
-            reason = "cannot connect (is the server running and reachable?)"
-        else:
+            raise UpstreamError(f"{where}: access denied (wrong user or password)") from None
+        if code == CR.CR_UNKNOWN_HOST:
+            raise UpstreamError(f"{where}: cannot connect (is the server running and reachable?)") from None
+        if code in _NETWORK_CODES:
             reason = _scrub(str(exc.args[-1] if exc.args else exc), config)
-        raise UpstreamError(f"{where}: {reason}") from None
+            raise UpstreamUnavailable(
+                f"{where}: cannot connect (is the server running and reachable?): {reason}"
+            ) from None
+        raise UpstreamError(f"{where}: {_scrub(str(exc.args[-1] if exc.args else exc), config)}") from None
     except (pymysql.err.MySQLError, OSError, ssl.SSLError) as exc:
         raise UpstreamError(f"{where}: {_scrub(str(exc), config)}") from None
     return conn
@@ -153,7 +188,9 @@ class SqlUpstream:
         # Tables are reconciled side by side: one at a time on the shared connection (a table's LOCK
         # TABLES ... UNLOCK TABLES, a TiDB snapshot and the schema read under it go together).
         self._meta_lock = threading.RLock()
-        self.dialect = server_dialect(self._meta, config.kind)
+        self.dialect = self._on_meta(
+            "reading the server version", lambda: server_dialect(self._meta, config.kind)
+        )
         self.json_mode = self.dialect.json_mode
         self.reads_at_ts = self.dialect.reads_at_ts
 
@@ -178,41 +215,62 @@ class SqlUpstream:
         with self._meta_lock:
             self._bytes_closed += self._meta.bytes_received
             self._meta.bytes_received = 0
-            self._meta.close()
+            with suppress(pymysql.err.Error):
+                self._meta.close()
+
+    def reconnect(self) -> None:
+        """A new shared connection in place of one the network may have broken (before a retry)."""
+        with self._meta_lock:
+            self.close()
+            self._meta = connect(self.config)
+
+    def _on_meta(self, doing: str, read: Callable[[], T]) -> T:
+        """`read` on the shared connection, its pymysql and socket failures as upstream errors."""
+        with self._meta_lock:
+            try:
+                return read()
+            except (pymysql.err.MySQLError, OSError) as exc:
+                raise failure(exc, self.config, doing) from None
 
     def list_tables(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
         """Upstream base tables matching `db.table` patterns; a pattern that matches nothing is an error."""
-        with self._meta_lock:
-            names = self.dialect.list_tables(_query_on(self._meta))
+        names = self._on_meta("listing tables", lambda: self.dialect.list_tables(_query_on(self._meta)))
         return match_tables(names, patterns, "upstream")
 
     def schema(self, db: str, table: str, ts: int | None = None) -> TableSchema:
         """The table's schema, read from the catalog at `ts` when the dialect reads at a ts."""
-        with self._meta_lock:
+
+        def read() -> TableSchema:
             if self.reads_at_ts:
                 _open_snapshot(self._meta, self.dialect, ts, self.config)
             return read_schema(_query_on(self._meta), db, table, self.dialect)
 
+        return self._on_meta(f"reading the schema of {db}.{table}", read)
+
     def row_estimate(self, db: str, table: str) -> int | None:
-        with self._meta_lock:
-            return self.dialect.row_estimate(_query_on(self._meta), db, table)
+        return self._on_meta(
+            f"estimating the rows of {db}.{table}",
+            lambda: self.dialect.row_estimate(_query_on(self._meta), db, table),
+        )
 
     @contextmanager
     def open_table(
         self, schema: TableSchema, columns: Sequence[Column], digits: FloatDigits, snapshot_ts: int | None
     ) -> Iterator[SqlTableReader]:
         """Connections for one table, all reading the same snapshot (see the module docstring)."""
-        conns = [connect(self.config) for _ in range(self.parallelism)]
+        conns: list[CountingConnection] = []
         lock_note = None
         try:
+            conns += (connect(self.config) for _ in range(self.parallelism))
             if self.reads_at_ts:
                 for conn in conns:
                     _open_snapshot(conn, self.dialect, snapshot_ts, self.config)
                 described = f"{self.dialect.name} read at ts {snapshot_ts}" if snapshot_ts else None
             else:
-                with self._meta_lock:
-                    lock_note, described = self._start_snapshots(conns, schema)
-            reader = SqlTableReader(schema, columns, self.dialect, digits, conns)
+                lock_note, described = self._on_meta(
+                    f"opening the snapshots of {schema.name}", lambda: self._start_snapshots(conns, schema)
+                )
+            reader = SqlTableReader(schema, columns, self.dialect, digits, conns, self.config)
             reader.notes = [lock_note] if lock_note else []
             reader.snapshot = described
             yield reader
@@ -241,6 +299,8 @@ class SqlUpstream:
             with self._meta.cursor() as cur:
                 cur.execute(lock)
         except pymysql.err.MySQLError as exc:
+            if isinstance(failure(exc, self.config, "locking"), UpstreamUnavailable):
+                raise  # the network failed, not the lock: no silent loss of the one snapshot
             begin()
             return f"LOCK TABLES refused ({exc.args[-1]}): snapshots opened without a lock", None
         try:
@@ -282,7 +342,10 @@ def _open_snapshot(
         with conn.cursor() as cur:
             for sql, params in dialect.snapshot_statements(ts):
                 cur.execute(sql, params)
-    except pymysql.err.MySQLError as exc:
+    except (pymysql.err.MySQLError, OSError) as exc:
+        found = failure(exc, config, "opening a snapshot")
+        if isinstance(found, UpstreamUnavailable):
+            raise found from None
         reason = _scrub(str(exc.args[-1]), config)
         if dialect.reads_at_ts:
             raise UpstreamError(
@@ -326,8 +389,10 @@ class SqlTableReader:
         dialect: MySQL,
         digits: FloatDigits,
         conns: Sequence[CountingConnection],
+        config: UpstreamConfig,
     ) -> None:
         self.schema = schema
+        self.config = config
         self.columns = tuple(columns)
         self.dialect = dialect
         self.digits = digits
@@ -348,10 +413,8 @@ class SqlTableReader:
             with conn.cursor() as cur:
                 cur.execute(sql, tuple(params))
                 return list(cur.fetchall())
-        except pymysql.err.MySQLError as exc:
-            raise UpstreamError(
-                f"upstream query on {self.schema.name} failed: {exc.args[-1] if exc.args else exc}"
-            ) from None
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise failure(exc, self.config, f"reading {self.schema.name}") from None
         finally:
             with self._lock:
                 self.queries += 1
