@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -146,3 +147,36 @@ def test_the_broker_gone_for_a_while(spark, feed: Feed, workload, tmp_path, caps
             feed.proxy.enable()
 
     run_then_rerun(spark, feed, workload, tmp_path, gone, capsys)
+
+
+def test_the_broker_gone_between_plan_and_read_stops_with_exit_2_naming_it(
+    spark, feed: Feed, workload, tmp_path, capsys, monkeypatch
+) -> None:
+    """The offsets are listed, then the broker goes away for good before the records are read: the run
+    stops within its timeout (`timeout_seconds`), exit 2, naming the broker; nothing is committed.
+    (Before, the read waited Spark's own 120 s poll timeout and ended in a raw JVM trace, exit 1.)"""
+    from backfill.sources.kafka import broker
+
+    read_records = broker.read_records
+
+    def broker_gone_then_read(*args, **kwargs):  # the moment between plan and read; the read is real
+        feed.proxy.disable()
+        return read_records(*args, **kwargs)
+
+    monkeypatch.setattr(broker, "read_records", broker_gone_then_read)
+    warehouse = tmp_path / "wh-gone"
+    path = config(workload, tmp_path, warehouse, feed.source_lines)
+    started = time.monotonic()
+    try:
+        code = main(["run", "--config", str(path)])
+    finally:
+        feed.proxy.enable()
+    err = capsys.readouterr().err
+    report_outcome(capsys, code, err)
+    assert code == 2, err
+    assert f"127.0.0.1:{feed.proxy.port}" in err, err
+    assert time.monotonic() - started < 200
+    assert delta_tables(warehouse) == []
+    monkeypatch.undo()
+    assert main(["run", "--config", str(path)]) == 0
+    assert table_rows(spark, warehouse) == feed.reference

@@ -141,7 +141,7 @@ class KafkaSource(Source):
             progress.check_offsets(start.offsets, partitions)
             ends = {tp: p.latest for tp, p in partitions.items()}
             ranges = {tp: (start.offsets[tp], ends[tp]) for tp in partitions}
-        with clock.stage("read"), input_errors("Kafka messages"):
+        with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
             events = None
             if any(end > begin for begin, end in ranges.values()):
                 records = broker.read_records(spark, self.config, ranges)
@@ -167,7 +167,7 @@ class KafkaSource(Source):
         spark = checkpoints.spark
         partitions = list(ranges)
         ends = {tp: end for tp, (_, end) in ranges.items()}
-        with clock.stage("read"), input_errors("Kafka messages"):
+        with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
             plan = _survey(events)
             _check_no_change_below_resolved(events, start.sent, plan.split_watermarks, self.config.protocol)
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
