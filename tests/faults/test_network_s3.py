@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,4 +161,46 @@ def test_a_window_of_refused_connections_is_retried_or_stops_cleanly(
     assert code in (0, 2), err
     if code == 2:
         assert f"127.0.0.1:{store.proxy.port}" in err, err
+    assert_rerun_is_exactly_once(spark, store, workload)
+
+
+@pytest.mark.drill
+@pytest.mark.parametrize("gone_for", [2.0, None])  # a short outage (S3A retries it), the store gone for good
+def test_the_store_gone_as_the_first_delta_commit_starts(
+    spark, store: Store, workload: Workload, gone_for: float | None, capsys, monkeypatch
+) -> None:
+    """Every connection refused from the moment the first table's Delta write-and-commit starts (its
+    data files, then its log entry): no version is half written, and a stop names the endpoint."""
+    from tidelake import delta
+
+    def refused_from_the_commit(write: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapped(*args: Any, **kwargs: Any) -> Any:  # the moment only; the write itself is real
+            if not store.proxy.server.call("GET", f"/proxies/{store.proxy.name}")["enabled"]:
+                return write(*args, **kwargs)
+            store.proxy.disable()
+            if gone_for is not None:
+                threading.Timer(gone_for, store.proxy.enable).start()
+            return write(*args, **kwargs)
+
+        return wrapped
+
+    @contextmanager
+    def from_the_first_commit() -> Iterator[None]:
+        writes = ("append_with_txn", "merge_with_txn", "rewrite_with_txn", "replace_table_with_txn")
+        real = {name: getattr(delta, name) for name in writes}
+        for name, write in real.items():
+            monkeypatch.setattr(delta, name, refused_from_the_commit(write))
+        try:
+            yield
+        finally:
+            for name, write in real.items():
+                monkeypatch.setattr(delta, name, write)
+            store.proxy.enable()
+
+    code, err = run_through(store, from_the_first_commit, capsys)
+    assert code in (0, 2), err
+    if code == 2:
+        assert f"127.0.0.1:{store.proxy.port}" in err, err
+    if gone_for is None:
+        assert code == 2, "nothing can be committed while the store is gone"
     assert_rerun_is_exactly_once(spark, store, workload)
