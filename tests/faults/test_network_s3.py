@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import random
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,8 +51,12 @@ class Store:
 
 @pytest.fixture
 def store(spark, local_s3, toxiproxy, workload: Workload, tmp_path: Path, monkeypatch) -> Iterator[Store]:
-    """A new bucket holding the captures, uploaded through the proxy before any fault (its S3A file
-    system, cached by bucket, is made then with the config's endpoint and settings)."""
+    yield from open_store(spark, local_s3, toxiproxy, workload.sim, tmp_path, monkeypatch)
+
+
+def open_store(spark, local_s3, toxiproxy, sim: Path, tmp_path: Path, monkeypatch) -> Iterator[Store]:
+    """A new bucket holding the captures of `sim`, uploaded through the proxy before any fault (its S3A
+    file system, cached by bucket, is made then with the config's endpoint and settings)."""
     bucket = f"faults-{next(BUCKETS)}"
     local_s3.make_bucket(bucket)
     proxy = toxiproxy.proxy(bucket, local_s3.port)
@@ -63,7 +70,7 @@ def store(spark, local_s3, toxiproxy, workload: Workload, tmp_path: Path, monkey
         "connect_timeout = 2\nread_timeout = 5\nretries = 3\nretry_wait = 0.2\n"
     )
     configure(spark, load_config(config).object_store)
-    fs.upload(spark, str(workload.sim / "scans"), f"s3a://{bucket}/scans")
+    fs.upload(spark, str(sim / "scans"), f"s3a://{bucket}/scans")
     local = local_s3.folder / "data" / bucket
     yield Store(proxy, config, f"s3a://{bucket}/wh", local / "wh")
     toxiproxy.call("DELETE", f"/proxies/{proxy.name}")
@@ -204,3 +211,77 @@ def test_the_store_gone_as_the_first_delta_commit_starts(
     if gone_for is None:
         assert code == 2, "nothing can be committed while the store is gone"
     assert_rerun_is_exactly_once(spark, store, workload)
+
+
+SOAK_RUNS = int(os.environ.get("TIDELAKE_SOAK_RUNS", "8"))
+
+
+@pytest.mark.drill
+def test_soak_scheduled_runs_over_a_growing_history_with_random_network_faults(
+    spark, local_s3, toxiproxy, tmp_path_factory, tmp_path, monkeypatch, capsys
+) -> None:
+    """A bounded soak (TIDELAKE_SOAK_RUNS runs, default 8; seeded): each run is one schedule tick that
+    may go one capture further (`--until-ts`), under a fault drawn at random (none, latency, resets on
+    answers or requests, a refused window). After every run: only whole, tagged commits, and a run that
+    finished holds exactly the simulator's state at its capture. At the end one clean run: rows lost 0."""
+    from backfill.simulate import SimulationConfig, load_index, simulate
+
+    sim = tmp_path_factory.mktemp("soak") / "sim"
+    simulate(SimulationConfig(out=sim, seed=52, tables=2, rows=10, txns=60, scans=6))
+    index = load_index(sim)
+    store = next(open_store(spark, local_s3, toxiproxy, sim, tmp_path, monkeypatch))
+    rng = random.Random(52)
+    proxy = store.proxy
+
+    @contextmanager
+    def resets(stream: str) -> Iterator[None]:
+        proxy.server.call(
+            "POST", f"/proxies/{proxy.name}/toxics",
+            {"name": "resets", "type": "reset_peer", "stream": stream, "toxicity": 0.2, "attributes": {"timeout": 0}},
+        )  # fmt: skip
+        try:
+            yield
+        finally:
+            proxy.remove("resets")
+
+    @contextmanager
+    def refused_window() -> Iterator[None]:
+        timers = [threading.Timer(rng.uniform(1, 8), proxy.disable)]
+        timers.append(threading.Timer(timers[0].interval + 3, proxy.enable))
+        for timer in timers:
+            timer.start()
+        try:
+            yield
+        finally:
+            for timer in timers:
+                timer.cancel()
+            proxy.enable()
+
+    faults: dict[str, Callable[[], AbstractContextManager[None]]] = {
+        "none": nullcontext,
+        "latency": lambda: proxy.toxic("latency", latency=30, jitter=30),
+        "resets mid-read": lambda: resets("downstream"),
+        "resets mid-upload": lambda: resets("upstream"),
+        "refused window": refused_window,
+    }
+    injected: Counter[str] = Counter()
+    exits: Counter[int] = Counter()
+    for run in range(SOAK_RUNS):
+        scan = index[min(run + 1, len(index)) - 1]
+        kind = rng.choice(sorted(faults))
+        injected[kind] += 1
+        with faults[kind]():
+            code = main(["run", "--config", str(store.config), "--until-ts", str(scan["resolved_ts"])])
+        err = capsys.readouterr().err
+        exits[code] += 1
+        assert code in (0, 2), f"run {run} ({kind}): {err}"
+        assert whole_tagged_commits(store) == [], f"run {run} ({kind})"
+        if code == 0:
+            assert warehouse_differences(spark, store.warehouse, sim, scan["scan_id"]) == [], f"run {run}"
+    assert main(["run", "--config", str(store.config)]) == 0
+    lost = warehouse_differences(spark, store.warehouse, sim, index[-1]["scan_id"])
+    with capsys.disabled():
+        print(f"\nsoak: {SOAK_RUNS} runs over {len(index)} captures; faults {dict(injected)}; "
+              f"exits {dict(exits)}; differences after the last run {len(lost)}")  # fmt: skip
+    assert lost == []
+    proxy.server.call("DELETE", f"/proxies/{proxy.name}")
