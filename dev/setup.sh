@@ -2,8 +2,9 @@
 # Set up tidelake on a new machine (Python 3.11, JDK 17, Maven): a virtual environment with the pinned
 # packages in .venv/, and the JVM packages for spark.jars in .cache/jars/. Safe and fast to rerun.
 #   dev/setup.sh          what the demo and the jobs need
-#   dev/setup.sh --test   also what the tests start: the MariaDB server (Debian package mariadb-server) and
-#                         an Apache Kafka broker (KRaft, jars from Maven Central into .cache/kafka/)
+#   dev/setup.sh --test   also what the tests start: the MariaDB server (Debian package mariadb-server),
+#                         an Apache Kafka broker (KRaft, jars from Maven Central into .cache/kafka/) and
+#                         Toxiproxy (built with `go install` into .cache/toxiproxy/)
 set -euo pipefail
 with_tests=0
 [ "${1:-}" = "--test" ] && with_tests=1
@@ -48,6 +49,16 @@ cache_jars dev/jars/pom.xml "$jars" \
 cache_jars dev/s3proxy/pom.xml .cache/s3proxy
 # 3. The Kafka broker the tests start (tests/servers.py), from its own pom: never on spark.jars.
 if [ "$with_tests" = 1 ]; then cache_jars dev/kafka/pom.xml .cache/kafka; fi
+# 3b. Toxiproxy, the fault proxy the network-fault tests put between tidelake and each server
+#     (tests/toxiproxy.py), built once from the Go module proxy (about a minute; needs Go).
+toxiproxy_version=v2.12.0
+if [ "$with_tests" = 1 ] && [ "$(cat .cache/toxiproxy/.version 2>/dev/null)" != "$toxiproxy_version" ]; then
+  go=$(command -v go || echo /usr/local/go/bin/go)
+  [ -x "$go" ] || { echo "setup: go is not on PATH (the tests build Toxiproxy with it)" >&2; exit 2; }
+  echo "setup: building Toxiproxy $toxiproxy_version into .cache/toxiproxy" >&2
+  GOBIN="$root/.cache/toxiproxy" "$go" install "github.com/Shopify/toxiproxy/v2/cmd/server@$toxiproxy_version"
+  echo "$toxiproxy_version" > .cache/toxiproxy/.version
+fi
 # 4. MariaDB for the integration tests (the test set-up starts its own server from this package), and
 #    Chromium, in which a test opens reconcile's HTML report.
 if [ "$with_tests" = 1 ]; then

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -31,7 +31,7 @@ from reconcile.chunks import Checksum, KeyRange, effective_chunk_size, narrow, r
 from reconcile.diff import RowDiff, diff_keyed, diff_multiset
 from reconcile.downstream import DeltaSnapshot, open_snapshot
 from reconcile.encoding import FloatDigits, JsonMode
-from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError
+from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError, UpstreamUnavailable
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import ChunkStatus, DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
@@ -46,7 +46,7 @@ from tidelake.sqlident import column
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from tidelake.config import TidelakeConfig
+    from tidelake.config import TidelakeConfig, UpstreamConfig
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -90,6 +90,8 @@ class Upstream(Protocol):
 
     def close(self) -> None: ...
 
+    def reconnect(self) -> None: ...
+
 
 @dataclass
 class _Outcome:
@@ -126,7 +128,10 @@ def run(
         if not hasattr(sessions, "spark"):  # a session per thread: a table's settings are set on its session
             sessions.spark = spark if workers == 1 else spark.newSession()
         try:
-            return reconcile_table(sessions.spark, config, options, upstream, db, table, tracker)
+            return _with_retries(
+                lambda: reconcile_table(sessions.spark, config, options, upstream, db, table, tracker),
+                config.reconcile.upstream, upstream, f"{db}.{table}", tracker,
+            )  # fmt: skip
         except (TableNotFound, SchemaMismatch, InputError, UpstreamError) as exc:
             return TableResult.failed(f"{db}.{table}", str(exc), time.monotonic() - table_started)
 
@@ -139,6 +144,37 @@ def run(
         seconds=time.monotonic() - started,
         upstream_bytes=upstream.bytes_received,
     )
+
+
+def _with_retries(
+    attempt: Callable[[], TableResult],
+    settings: UpstreamConfig,
+    upstream: Upstream,
+    name: str,
+    tracker: Tracker,
+) -> TableResult:
+    """One table's reconcile, started again from new connections after a network failure (a chunk's
+    query cut off, a reset, a timeout), at most `retries` times, `retry_wait` seconds first and doubling.
+    Nothing is half-done by a failed attempt: a repair commits only after all its upstream reads.
+    Gives up with an UpstreamError that names the server and the attempts."""
+    failures: list[str] = []
+    while True:
+        try:
+            if failures:
+                upstream.reconnect()
+            result = attempt()
+        except UpstreamUnavailable as exc:
+            failures.append(str(exc))
+            if len(failures) > settings.retries:
+                raise UpstreamError(f"{exc} (gave up after {len(failures)} attempts)") from None
+            wait = settings.retry_wait * 2 ** (len(failures) - 1)
+            tracker.stage(f"{name}: {exc}; retry {len(failures)} of {settings.retries} in {wait:g} s", 0)
+            time.sleep(wait)
+            continue
+        if not failures:
+            return result
+        retried = f"read again after {len(failures)} network failure(s), the last: {failures[-1]}"
+        return replace(result, notes=(*result.notes, retried))
 
 
 def reconcile_table(

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from tidelake.errors import TidelakeError
+from tidelake.errors import (  # defined in the runtime layer: backfill reads them too
+    UpstreamError as UpstreamError,
+)
 from tidelake.errors import (
-    UpstreamError as UpstreamError,  # defined in the runtime layer: backfill reads it too
+    UpstreamUnavailable as UpstreamUnavailable,
 )
 
 

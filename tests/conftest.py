@@ -12,6 +12,7 @@ import pytest
 
 from tests.packaging import InstalledWheel, install_wheel
 from tests.servers import KafkaBroker, MariaDBServer
+from tests.toxiproxy import ToxiproxyServer
 from tidelake.s3local import LocalS3Server
 
 
@@ -92,6 +93,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 def installed_wheel(tmp_path_factory: pytest.TempPathFactory) -> InstalledWheel:
     """The wheel of this checkout installed into a fresh venv outside it (tests/packaging.py)."""
     return install_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyServer]:
+    """A real TCP fault proxy (Toxiproxy, built by `dev/setup.sh --test`) on 127.0.0.1 for this run."""
+    server = ToxiproxyServer(tmp_path_factory.mktemp("toxiproxy")).start()
+    yield server
+    server.stop()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

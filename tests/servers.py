@@ -174,11 +174,13 @@ CLUSTER_ID = "dGlkZWxha2UtdGVzdHMtMQ"  # any 16 bytes, base64 without padding
 class KafkaBroker:
     """One Apache Kafka broker in KRaft mode (broker and controller in one JVM) on 127.0.0.1, its log
     folder formatted in `base` (a folder formatted before keeps its topics: the benchmarks reuse theirs);
-    topics are created by the tests, never automatically."""
+    topics are created by the tests, never automatically. `advertised_port`: the port clients are told
+    to reach it at (a fault proxy's, tests/toxiproxy.py), when not its own."""
 
     base: Path
     port: int = field(default_factory=free_port)
     controller_port: int = field(default_factory=free_port)
+    advertised_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -196,7 +198,7 @@ class KafkaBroker:
                 "node.id=1",
                 f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
                 f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+                f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port or self.port}",
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name=PLAINTEXT",

@@ -272,6 +272,12 @@ class UpstreamConfig:
     ssl_key: str | None = None
     ssl_verify: bool = True
     connect_timeout: int = 10
+    # Seconds one statement may wait for the server's answer (a stalled network); then the connection
+    # counts as lost. A lost, reset or refused connection is retried `retries` times (a table's reads
+    # start again from new connections, one snapshot), `retry_wait` seconds first, doubling each time.
+    read_timeout: int = 900
+    retries: int = 3
+    retry_wait: float = 5.0
     # TLS even without ssl_ca/ssl_cert (the system's trusted CAs verify the server).
     ssl: bool = False
     # MySQL/MariaDB: "lock" holds LOCK TABLES ... READ for the milliseconds it takes to open every
@@ -285,6 +291,12 @@ class UpstreamConfig:
             raise ValueError(f"port {self.port} is not a TCP port")
         if self.connect_timeout < 1:
             raise ValueError(f"connect_timeout must be at least 1 second, got {self.connect_timeout}")
+        if self.read_timeout < 1:
+            raise ValueError(f"read_timeout must be at least 1 second, got {self.read_timeout}")
+        if not 0 <= self.retries <= 20:
+            raise ValueError(f"retries must be 0..20, got {self.retries}")
+        if not 0 <= self.retry_wait <= 600:
+            raise ValueError(f"retry_wait must be 0..600 seconds, got {self.retry_wait}")
 
     def __repr__(self) -> str:  # never show the password, even in a traceback
         return f"UpstreamConfig(kind={self.kind!r}, host={self.host!r}, port={self.port}, user={self.user!r})"
@@ -350,8 +362,20 @@ class ObjectStoreConfig:
     access_key: Secret = field(default_factory=lambda: Secret(""))
     secret_key: Secret = field(default_factory=lambda: Secret(""))
     session_token: Secret = field(default_factory=lambda: Secret(""))
+    # Network faults (unset: S3A's own defaults, fit for a scheduled job: connect 30 s, read 200 s,
+    # 7 retries 500 ms apart and growing, each request tried 5 times by the SDK; throttling (503
+    # SlowDown) is retried 20 times). Seconds; `retries` is S3A's retry limit for a failed call.
+    connect_timeout: int | None = None
+    read_timeout: int | None = None
+    retries: int | None = None
+    retry_wait: float | None = None
 
     def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "retry_wait"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ValueError(f"{name} must be more than 0 seconds, got {value}")
+        if self.retries is not None and not 0 <= self.retries <= 50:
+            raise ValueError(f"retries must be 0..50, got {self.retries}")
         if self.endpoint is not None and not re.match(r"^https?://[^/\s]+/?$", self.endpoint):
             raise ValueError(f"endpoint {self.endpoint!r} must be http(s)://host[:port]")
         if bool(self.access_key) != bool(self.secret_key):

@@ -23,6 +23,11 @@ class UpstreamError(TidelakeError):
     """The upstream cannot be reached or read: bad address, wrong password, TLS, GC'd snapshot."""
 
 
+class UpstreamUnavailable(UpstreamError):
+    """The connection to the upstream was refused, reset, lost or timed out: worth another try (reconcile
+    reads the table again from new connections, `retries` times, then it is an UpstreamError)."""
+
+
 class ConcurrentRunError(TidelakeError):
     """Another writer (a second run of the same job) committed to a table this run was committing to.
 

@@ -61,6 +61,15 @@ def hadoop_settings(config: ObjectStoreConfig) -> dict[str, str]:
         settings["fs.s3a.aws.credentials.provider"] = (
             TEMPORARY_PROVIDER if config.session_token else SIMPLE_PROVIDER
         )
+    timeouts = {
+        "fs.s3a.connection.establish.timeout": config.connect_timeout,
+        "fs.s3a.connection.timeout": config.read_timeout,
+    }
+    settings.update({key: f"{seconds}s" for key, seconds in timeouts.items() if seconds is not None})
+    if config.retries is not None:
+        settings["fs.s3a.retry.limit"] = str(config.retries)
+    if config.retry_wait is not None:
+        settings["fs.s3a.retry.interval"] = f"{round(config.retry_wait * 1000)}ms"
     return settings
 
 

@@ -14,10 +14,16 @@ from typing import TYPE_CHECKING
 import pymysql
 from pymysql.constants import CR, ER
 
-from tidelake.errors import UpstreamError
+from tidelake.errors import UpstreamError, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig
+
+# pymysql's client-side codes of a connection that could not be made or broke (refused, reset, timed out)
+_NETWORK_CODES = frozenset(
+    {CR.CR_CONNECTION_ERROR, CR.CR_CONN_HOST_ERROR, CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST,
+     CR.CR_SERVER_LOST_EXTENDED}
+)  # fmt: skip
 
 
 class CountingConnection(pymysql.connections.Connection):
@@ -48,9 +54,29 @@ def ssl_context(config: UpstreamConfig) -> ssl.SSLContext | None:
     return context
 
 
+def server_name(config: UpstreamConfig) -> str:
+    return f"{config.kind} upstream {config.host}:{config.port}"
+
+
+def failure(exc: BaseException, config: UpstreamConfig, doing: str) -> UpstreamError:
+    """`exc` (from pymysql or the socket) as the error to raise, naming the server, never the password:
+    UpstreamUnavailable when the network failed (worth another try), else UpstreamError."""
+    args = getattr(exc, "args", ())
+    code = args[0] if args and isinstance(args[0], int) else None
+    reason = scrub(str(args[-1] if args and args[-1] else exc) or type(exc).__name__, config)
+    if (
+        isinstance(exc, OSError | pymysql.err.InterfaceError)
+        or (isinstance(exc, pymysql.err.OperationalError) and code in _NETWORK_CODES)
+    ):  # fmt: skip
+        return UpstreamUnavailable(f"{server_name(config)}: connection lost while {doing}: {reason}")
+    return UpstreamError(f"{server_name(config)}: {doing} failed: {reason}")
+
+
 def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingConnection:
-    """Open one connection, mapping every failure to an UpstreamError without the password in it."""
-    where = f"{config.kind} upstream {config.host}:{config.port} as user {config.user!r}"
+    """Open one connection, mapping every failure to an UpstreamError without the password in it
+    (UpstreamUnavailable when the server could not be reached). Reads and writes time out after
+    `read_timeout`: a stalled server never holds a run forever."""
+    where = f"{server_name(config)} as user {config.user!r}"
     try:
         conn = CountingConnection(
             host=config.host,
@@ -60,7 +86,8 @@ def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingC
             database=database,
             charset="utf8mb4",
             connect_timeout=config.connect_timeout,
-            read_timeout=None,
+            read_timeout=config.read_timeout,
+            write_timeout=config.read_timeout,
             ssl=ssl_context(config),
             autocommit=True,
             binary_prefix=True,
@@ -69,12 +96,15 @@ def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingC
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else None
         if code == ER.ACCESS_DENIED_ERROR:
-            reason = "access denied (wrong user or password)"
-        elif code in (CR.CR_CONN_HOST_ERROR, CR.CR_CONNECTION_ERROR, CR.CR_UNKNOWN_HOST):
-            reason = "cannot connect (is the server running and reachable?)"
-        else:
+            raise UpstreamError(f"{where}: access denied (wrong user or password)") from None
+        if code == CR.CR_UNKNOWN_HOST:
+            raise UpstreamError(f"{where}: cannot connect (is the server running and reachable?)") from None
+        if code in _NETWORK_CODES:
             reason = scrub(str(exc.args[-1] if exc.args else exc), config)
-        raise UpstreamError(f"{where}: {reason}") from None
+            raise UpstreamUnavailable(
+                f"{where}: cannot connect (is the server running and reachable?): {reason}"
+            ) from None
+        raise UpstreamError(f"{where}: {scrub(str(exc.args[-1] if exc.args else exc), config)}") from None
     except (pymysql.err.MySQLError, OSError, ssl.SSLError) as exc:
         raise UpstreamError(f"{where}: {scrub(str(exc), config)}") from None
     return conn

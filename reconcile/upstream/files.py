@@ -64,6 +64,9 @@ class FilesUpstream:
     def close(self) -> None:
         pass
 
+    def reconnect(self) -> None:
+        pass  # no connection: files never raise UpstreamUnavailable
+
     # -- ts
 
     def fixed_ts(self) -> int | None:

@@ -19,6 +19,12 @@ Snapshots (what a run guarantees)
     differ by writes committed while they were opened: exact only on a quiet table. Either way the
     Delta side is the version chosen by `--at-ts` or the latest, since MySQL has no ts to match.
 
+Network failures
+    Every statement waits at most `read_timeout` seconds for its answer. A connection refused, reset,
+    lost or timed out raises `UpstreamUnavailable` naming the server; the engine then reads the table
+    again from new connections (`reconnect` renews the shared one), so a retried table still sees one
+    snapshot. Any other failure is an `UpstreamError`. Neither is ever a raw pymysql exception.
+
 Bytes
     Every byte pymysql reads from the socket is counted (`bytes_received`), for the report and bench.
 """
@@ -39,12 +45,19 @@ import pymysql
 
 from reconcile.chunks import Checksum, Key, KeyRange, Part
 from reconcile.encoding import FloatDigits
-from reconcile.errors import TableNotFound, UpstreamError
+from reconcile.errors import TableNotFound, UpstreamError, UpstreamUnavailable
 from reconcile.schema import Column, Kind, TableSchema, column_from_type
 from reconcile.upstream.dialect import detect
 from reconcile.upstream.mysql import MySQL
 from reconcile.upstream.sqltext import Query
-from tidelake.upstream import CountingConnection, connect, scrub, server_version, ssl_context
+from tidelake.upstream import (
+    CountingConnection,
+    connect,
+    failure,
+    scrub,
+    server_version,
+    ssl_context,
+)
 
 _ssl_context = ssl_context  # its old name (tests)
 
@@ -85,7 +98,9 @@ class SqlUpstream:
         # Tables are reconciled side by side: one at a time on the shared connection (a table's LOCK
         # TABLES ... UNLOCK TABLES, a TiDB snapshot and the schema read under it go together).
         self._meta_lock = threading.RLock()
-        self.dialect = server_dialect(self._meta, config.kind)
+        self.dialect = self._on_meta(
+            "reading the server version", lambda: server_dialect(self._meta, config.kind)
+        )
         self.json_mode = self.dialect.json_mode
         self.reads_at_ts = self.dialect.reads_at_ts
 
@@ -110,41 +125,62 @@ class SqlUpstream:
         with self._meta_lock:
             self._bytes_closed += self._meta.bytes_received
             self._meta.bytes_received = 0
-            self._meta.close()
+            with suppress(pymysql.err.Error):
+                self._meta.close()
+
+    def reconnect(self) -> None:
+        """A new shared connection in place of one the network may have broken (before a retry)."""
+        with self._meta_lock:
+            self.close()
+            self._meta = connect(self.config)
+
+    def _on_meta(self, doing: str, read: Callable[[], T]) -> T:
+        """`read` on the shared connection, its pymysql and socket failures as upstream errors."""
+        with self._meta_lock:
+            try:
+                return read()
+            except (pymysql.err.MySQLError, OSError) as exc:
+                raise failure(exc, self.config, doing) from None
 
     def list_tables(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
         """Upstream base tables matching `db.table` patterns; a pattern that matches nothing is an error."""
-        with self._meta_lock:
-            names = self.dialect.list_tables(_query_on(self._meta))
+        names = self._on_meta("listing tables", lambda: self.dialect.list_tables(_query_on(self._meta)))
         return match_tables(names, patterns, "upstream")
 
     def schema(self, db: str, table: str, ts: int | None = None) -> TableSchema:
         """The table's schema, read from the catalog at `ts` when the dialect reads at a ts."""
-        with self._meta_lock:
+
+        def read() -> TableSchema:
             if self.reads_at_ts:
                 _open_snapshot(self._meta, self.dialect, ts, self.config)
             return read_schema(_query_on(self._meta), db, table, self.dialect)
 
+        return self._on_meta(f"reading the schema of {db}.{table}", read)
+
     def row_estimate(self, db: str, table: str) -> int | None:
-        with self._meta_lock:
-            return self.dialect.row_estimate(_query_on(self._meta), db, table)
+        return self._on_meta(
+            f"estimating the rows of {db}.{table}",
+            lambda: self.dialect.row_estimate(_query_on(self._meta), db, table),
+        )
 
     @contextmanager
     def open_table(
         self, schema: TableSchema, columns: Sequence[Column], digits: FloatDigits, snapshot_ts: int | None
     ) -> Iterator[SqlTableReader]:
         """Connections for one table, all reading the same snapshot (see the module docstring)."""
-        conns = [connect(self.config) for _ in range(self.parallelism)]
+        conns: list[CountingConnection] = []
         lock_note = None
         try:
+            conns += (connect(self.config) for _ in range(self.parallelism))
             if self.reads_at_ts:
                 for conn in conns:
                     _open_snapshot(conn, self.dialect, snapshot_ts, self.config)
                 described = f"{self.dialect.name} read at ts {snapshot_ts}" if snapshot_ts else None
             else:
-                with self._meta_lock:
-                    lock_note, described = self._start_snapshots(conns, schema)
-            reader = SqlTableReader(schema, columns, self.dialect, digits, conns)
+                lock_note, described = self._on_meta(
+                    f"opening the snapshots of {schema.name}", lambda: self._start_snapshots(conns, schema)
+                )
+            reader = SqlTableReader(schema, columns, self.dialect, digits, conns, self.config)
             reader.notes = [lock_note] if lock_note else []
             reader.snapshot = described
             yield reader
@@ -173,6 +209,8 @@ class SqlUpstream:
             with self._meta.cursor() as cur:
                 cur.execute(lock)
         except pymysql.err.MySQLError as exc:
+            if isinstance(failure(exc, self.config, "locking"), UpstreamUnavailable):
+                raise  # the network failed, not the lock: no silent loss of the one snapshot
             begin()
             return f"LOCK TABLES refused ({exc.args[-1]}): snapshots opened without a lock", None
         try:
@@ -214,7 +252,10 @@ def _open_snapshot(
         with conn.cursor() as cur:
             for sql, params in dialect.snapshot_statements(ts):
                 cur.execute(sql, params)
-    except pymysql.err.MySQLError as exc:
+    except (pymysql.err.MySQLError, OSError) as exc:
+        found = failure(exc, config, "opening a snapshot")
+        if isinstance(found, UpstreamUnavailable):
+            raise found from None
         reason = scrub(str(exc.args[-1]), config)
         if dialect.reads_at_ts:
             raise UpstreamError(
@@ -258,8 +299,10 @@ class SqlTableReader:
         dialect: MySQL,
         digits: FloatDigits,
         conns: Sequence[CountingConnection],
+        config: UpstreamConfig,
     ) -> None:
         self.schema = schema
+        self.config = config
         self.columns = tuple(columns)
         self.dialect = dialect
         self.digits = digits
@@ -280,10 +323,8 @@ class SqlTableReader:
             with conn.cursor() as cur:
                 cur.execute(sql, tuple(params))
                 return list(cur.fetchall())
-        except pymysql.err.MySQLError as exc:
-            raise UpstreamError(
-                f"upstream query on {self.schema.name} failed: {exc.args[-1] if exc.args else exc}"
-            ) from None
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise failure(exc, self.config, f"reading {self.schema.name}") from None
         finally:
             with self._lock:
                 self.queries += 1

@@ -128,3 +128,10 @@ def table_rows(spark, warehouse: Path, drop: tuple[str, ...] = ()) -> dict[str, 
         )
         for t in delta_tables(warehouse)
     }
+
+
+def report_outcome(capsys, code: int, stderr: str) -> None:
+    """Print how a faulted run ended (past pytest's capture), for the drill's table of cases."""
+    last = (stderr.strip().splitlines() or [""])[-1][:300]
+    with capsys.disabled():
+        print(f"\nfault outcome: exit {code}: {last if code else 'finished'}")

@@ -46,6 +46,24 @@ def test_endpoint_and_keys_become_s3a_settings() -> None:
     assert settings["fs.s3a.aws.credentials.provider"] == TEMPORARY_PROVIDER
 
 
+def test_timeouts_and_retries_become_s3a_settings_and_are_checked(tmp_path) -> None:
+    conf = tmp_path / "c.toml"
+    base = '[source]\npath = "s3a://b/scans"\n[target]\nwarehouse = "s3a://w/wh"\n[object_store]\n'
+    conf.write_text(base + "connect_timeout = 5\nread_timeout = 60\nretries = 4\nretry_wait = 1.5\n")
+    assert hadoop_settings(load_config(conf).object_store) == {
+        "fs.s3a.connection.establish.timeout": "5s",
+        "fs.s3a.connection.timeout": "60s",
+        "fs.s3a.retry.limit": "4",
+        "fs.s3a.retry.interval": "1500ms",
+    }
+    conf.write_text(base + "read_timeout = 0\n")
+    with pytest.raises(ConfigError, match="read_timeout must be more than 0"):
+        load_config(conf)
+    conf.write_text(base + "retries = -1\n")
+    with pytest.raises(ConfigError, match="retries must be 0..50"):
+        load_config(conf)
+
+
 def test_config_checks_and_secrets_from_the_environment(tmp_path) -> None:
     conf = tmp_path / "c.toml"
     base = '[source]\npath = "s3a://b/scans"\n[target]\nwarehouse = "s3a://w/wh"\n'
@@ -59,7 +77,7 @@ def test_config_checks_and_secrets_from_the_environment(tmp_path) -> None:
     with pytest.raises(ConfigError, match="endpoint"):
         load_config(conf)
     conf.write_text(base + '[object_store]\nbucket = "x"\n')
-    with pytest.raises(ConfigError, match="valid keys: access_key, endpoint"):
+    with pytest.raises(ConfigError, match="valid keys: access_key, connect_timeout, endpoint"):
         load_config(conf)
 
 

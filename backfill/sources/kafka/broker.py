@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidelake.errors import InputError
+from tidelake.errors import InputError, TidelakeError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -95,6 +96,30 @@ def matching_topics(topics: list[str], config: KafkaSourceConfig) -> list[str]:
     return sorted(t for t in topics if pattern.fullmatch(t) and not t.startswith("__"))
 
 
+# Kafka client failures in a Spark read's JVM trace: a broker gone, reset or too slow (`timeout_seconds`)
+_READ_FAILURES = (
+    "org.apache.kafka.common.errors.", "Cannot fetch record for offset", "Failed to get records for",
+    "org.apache.spark.sql.kafka010.",
+)  # fmt: skip
+
+
+@contextmanager
+def read_failures(config: KafkaSourceConfig) -> Iterator[None]:
+    """A Kafka client's failure while Spark reads the records (the broker went away, stopped answering)
+    as an InputError naming the brokers: exit 2 with one clear line, not a JVM trace."""
+    try:
+        yield
+    except TidelakeError:
+        raise
+    except Exception as exc:  # Py4J carries the JVM exception as text
+        if not any(marker in str(exc) for marker in _READ_FAILURES):
+            raise
+        raise InputError(
+            f"Kafka at {config.bootstrap_servers}: reading the records failed (are the brokers up and "
+            f"reachable within timeout_seconds = {config.timeout_seconds}?): {_first_line(exc)}"
+        ) from None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     for line in text.splitlines():
@@ -119,6 +144,9 @@ def read_records(
             starting.setdefault(topic, {})[str(partition)] = start
             ending.setdefault(topic, {})[str(partition)] = end
     reader = spark.read.format("kafka").option("kafka.bootstrap.servers", config.bootstrap_servers)
+    timeout_ms = str(config.timeout_seconds * 1000)  # else Spark's consumer waits 120 s for a gone broker
+    for name in ("kafka.request.timeout.ms", "kafka.default.api.timeout.ms", "kafkaConsumer.pollTimeoutMs"):
+        reader = reader.option(name, timeout_ms)
     for name, value in config.options.items():
         reader = reader.option(f"kafka.{name}", value)
     return (

@@ -165,7 +165,7 @@ class KafkaSource(Source[KafkaWindow]):
             progress.check_offsets(start.offsets, partitions)
             ends = {tp: p.latest for tp, p in partitions.items()}
             ranges = {tp: (start.offsets[tp], ends[tp]) for tp in partitions}
-        with clock.stage("read"), input_errors("Kafka messages"):
+        with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
             events = None
             if any(end > begin for begin, end in ranges.values()):
                 messages = sum(end - begin for begin, end in ranges.values())
@@ -193,7 +193,7 @@ class KafkaSource(Source[KafkaWindow]):
         spark = checkpoints.spark
         partitions = list(ranges)
         ends = {tp: end for tp, (_, end) in ranges.items()}
-        with clock.stage("read"), input_errors("Kafka messages"):
+        with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
             plan = _survey(events, start.sent)
         kept = None if events is None else events.filter(~resent_changes(start.sent, plan.split_watermarks))
         skipped = tuple((t, p, plan.resent[(t, p)][0]) for t, p in sorted(plan.resent))
