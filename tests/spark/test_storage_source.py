@@ -380,3 +380,64 @@ def test_a_run_killed_between_two_tables_finishes_once_on_rerun(
     assert warehouse_tables(spark, tmp_path / "crash") == warehouse_tables(spark, tmp_path / "ref")
     run_backfill(spark, crashing)
     assert table_versions("crash") == after
+
+
+# canal-json: ops.events_v2 of this workload differs in 34 rows also without from_creation (a finding of
+# its own, not about database DDLs), so CSV alone here for now
+@pytest.mark.parametrize("protocol", ["csv"])
+def test_a_sink_started_before_create_database_step_by_step_and_at_once(spark, tmp_path, protocol) -> None:
+    """A simulated changefeed started before its databases exist (database-level schema files, CREATE
+    TABLE versions), restarted (empty-query versions, rows written again), online DDLs, `tables = ["*.*"]`:
+    runs at several checkpoints as the folder grows, and one run over the whole folder, reach the
+    simulator's expected state; a rerun adds no version."""
+    from backfill.simulate import SimulationConfig, load_index, simulate
+    from backfill.simulate.storage_codec import CsvOptions
+    from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
+    from tests.expected import warehouse_differences
+
+    out = tmp_path / "sim"
+    simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))
+    scans = load_index(out)
+    sink = StorageSink(
+        protocol=protocol, csv=CsvOptions(output_old_value=True), restarts=2, from_creation=True
+    )
+    extra = "output_old_value = true\n" if protocol == "csv" else ""
+    # the sink's rows carry no row id: a table without a primary key is a multiset of whole rows, where an
+    # update that leaves a row as it was cancels out and keeps the row's earlier commit ts
+    without = ("_tidb_rowid", "_tidb_commit_ts")
+
+    def job(name: str):
+        path = tmp_path / f"{name}.toml"
+        path.write_text(
+            f'[job]\nname = "{name}"\n[source]\nkind = "ticdc-storage"\npath = "{tmp_path / name}"\n'
+            f'[source.storage]\nprotocol = "{protocol}"\n{extra}[target]\nwarehouse = "{tmp_path / name}-wh"\n'
+            'tables = ["*.*"]\n'
+        )
+        return load_config(path)
+
+    assert (write_storage_sink(out, sink, tmp_path / "once")) == scans[-1]["resolved_ts"]
+    assert any((tmp_path / "once").glob("*/meta/schema_*.json")), "database-level schema files"
+    result = run_backfill(spark, job("once"))
+    assert result.resolved_ts == scans[-1]["resolved_ts"]
+    assert (
+        warehouse_differences(spark, tmp_path / "once-wh", out, scans[-1]["scan_id"], without=without) == []
+    )
+
+    checkpoints = list(storage_sink_flushes(out, sink, tmp_path / "count"))
+    runs_at = {checkpoints[len(checkpoints) * k // 4] for k in (1, 2, 3)} | {checkpoints[-1]}
+    steps = job("steps")
+    for ts in storage_sink_flushes(out, sink, tmp_path / "steps"):
+        if ts in runs_at:
+            result = run_backfill(spark, steps)
+            assert result.resolved_ts == ts
+            for scan in scans:
+                if scan["resolved_ts"] == ts:
+                    where = tmp_path / "steps-wh"
+                    assert warehouse_differences(spark, where, out, scan["scan_id"], without=without) == []
+    assert result.resolved_ts == scans[-1]["resolved_ts"]
+    assert (
+        warehouse_differences(spark, tmp_path / "steps-wh", out, scans[-1]["scan_id"], without=without) == []
+    )
+    before = {str(t): delta.table_version(spark, str(t)) for t in (tmp_path / "steps-wh").glob("*/*")}
+    assert run_backfill(spark, steps).note == "nothing new"
+    assert {str(t): delta.table_version(spark, str(t)) for t in (tmp_path / "steps-wh").glob("*/*")} == before
