@@ -19,14 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests import CHECKOUT
 from tests.servers import free_port, stop, wait_for_port
 
 
 def toxiproxy_server() -> Path:
     """The `server` binary `dev/setup.sh --test` builds (override with TIDELAKE_TOXIPROXY)."""
-    from tidelake.config import PROJECT_ROOT
-
-    return Path(os.environ.get("TIDELAKE_TOXIPROXY", PROJECT_ROOT / ".cache" / "toxiproxy" / "server"))
+    return Path(os.environ.get("TIDELAKE_TOXIPROXY", CHECKOUT / ".cache" / "toxiproxy" / "server"))
 
 
 @dataclass

@@ -2,9 +2,10 @@
 persisted, older than the resolved events it already sent, so rows and DDLs follow resolved events at or
 above their ts (in every partition, or where the resolved event reached only some). The simulator
 publishes such a changefeed from before its databases exist (CREATE DATABASE / TABLE in the topic), open
-protocol and canal-json, with the schema folder and `tables = ["*.*"]`: run step by step as the topic
-grows (and with until-ts) or all at once, every run reaches the simulator's expected state, the re-sends
-are skipped and counted per partition, and a rerun adds no version."""
+protocol and canal-json, with `tables = ["*.*"]`, with the schema folder or from the DDL text in the topic
+alone: run step by step as the topic grows (and with until-ts) or all at once, every run reaches the
+simulator's expected state, the re-sends are skipped and counted per partition, and a rerun adds no
+version."""
 
 from __future__ import annotations
 
@@ -41,19 +42,33 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return out, write_schema_folder(out, base / "schema", from_creation=True)
 
 
-def _config(tmp_path: Path, bootstrap: str, topic: str, schema: Path, protocol: str, name: str) -> Path:
+def _config(
+    tmp_path: Path, bootstrap: str, topic: str, schema: Path | None, protocol: str, name: str
+) -> Path:
     conf = tmp_path / f"{name}.toml"
+    folder = f'schema = "{schema}"\n' if schema is not None else ""
     conf.write_text(
         f'[job]\nname = "resends"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
-        f'bootstrap_servers = "{bootstrap}"\ntopic = "{topic}"\nschema = "{schema}"\nprotocol = "{protocol}"\n'
+        f'bootstrap_servers = "{bootstrap}"\ntopic = "{topic}"\n{folder}protocol = "{protocol}"\n'
         f'[target]\nwarehouse = "{tmp_path / name}"\ntables = ["*.*"]\n'
     )
     return conf
 
 
-@pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
-def test_resent_changes_are_skipped_step_by_step_and_at_once(spark, kafka_broker, sim, tmp_path, protocol):
-    out, schema = sim
+@pytest.mark.parametrize(
+    ("protocol", "schema_from"),
+    [
+        ("open-protocol", "folder"),
+        ("canal-json", "folder"),
+        ("open-protocol", "ddl text"),
+        ("canal-json", "ddl text"),
+    ],
+)
+def test_resent_changes_are_skipped_step_by_step_and_at_once(
+    spark, kafka_broker, sim, tmp_path, protocol, schema_from
+):
+    out, folder = sim
+    schema = folder if schema_from == "folder" else None  # without it: CREATE TABLE and ALTERs from the topic
     scans = load_index(out)
     feed = Changefeed(
         protocol=protocol, dispatcher="index-value", partitions=3, restarts=1, late_restarts=12,

@@ -390,10 +390,11 @@ def test_a_sink_started_before_create_database_step_by_step_and_at_once(spark, t
     TABLE versions), restarted (empty-query versions, rows written again), online DDLs, `tables = ["*.*"]`:
     runs at several checkpoints as the folder grows, and one run over the whole folder, reach the
     simulator's expected state; a rerun adds no version."""
-    from backfill.simulate import SimulationConfig, load_index, simulate
-    from backfill.simulate.storage_codec import CsvOptions
-    from backfill.simulate.storage_sink import StorageSink, storage_sink_flushes, write_storage_sink
     from tests.expected import warehouse_differences
+    from tidbsim import SimulationConfig, load_index, simulate
+    from tidbsim.config import StorageSink
+    from tidbsim.storage_codec import CsvOptions
+    from tidbsim.storage_sink import storage_sink_flushes, write_storage_sink
 
     out = tmp_path / "sim"
     simulate(SimulationConfig(out=out, seed=2, tables=3, rows=10, txns=90, scans=3, ticdc_changelog=True))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import CHECKOUT as PROJECT_ROOT
+from tests import CHECKOUT
 
 pytestmark = pytest.mark.unit
 
@@ -20,11 +20,11 @@ PACKAGES = ("tidelake", "backfill", "reconcile", "tidbsim")
 
 
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PROJECT_ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(CHECKOUT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {_module_name(p): p for pkg in PACKAGES for p in (PROJECT_ROOT / pkg).rglob("*.py")}
+MODULES = {_module_name(p): p for pkg in PACKAGES for p in (CHECKOUT / pkg).rglob("*.py")}
 
 
 def imports_of(module: str) -> set[str]:

@@ -320,10 +320,12 @@ class KafkaSource(Source[KafkaWindow]):
         while True:  # a table renamed in the window has rows under its new name too: not a table of its own
             tables = text_histories(list(known.values()), window, resolved_ts, self.patterns)
             names = {(db.lower(), name.lower()) for t in tables for db, name in t.names()} | created
-            missing = [
+            missing = [  # rows only above the resolved ts wait for a later run, and so does their schema
                 (db, name, sample)
                 for (db, name), sample in plan.samples.items()
-                if table_matches(self.patterns, db, name) and (db.lower(), name.lower()) not in names
+                if table_matches(self.patterns, db, name)
+                and (db.lower(), name.lower()) not in names
+                and int(sample["ts"]) <= resolved_ts
             ]
             if not missing:
                 break
