@@ -58,6 +58,14 @@ def snapshot_metadata(export: str, tso: int) -> dict[str, object]:
     return {"snapshot": {"kind": "dumpling", "path": export, "tso": tso}}
 
 
+def started_from(spark: SparkSession, path: str) -> dict[str, object] | None:
+    """The snapshot a table's first version came from (kind, path, tso), None for a table the changes
+    built; read from the commit after the table's creation (its first tagged commit)."""
+    metadata = delta.json_object(delta.commit_user_metadata(spark, path, 1)) or {}
+    snapshot = metadata.get("snapshot") if metadata.get("step") == SNAPSHOT_STEP else None
+    return dict(snapshot) if isinstance(snapshot, dict) else None
+
+
 def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock) -> InitialLoad | None:
     """Give every tracked table of the export without a checkpoint its first version (None: no
     `[source.initial]`). Raises InputError naming the file on bad input, with nothing committed."""

@@ -66,17 +66,18 @@ def job(tmp_path: Path, dump: Path, extra: str = "") -> Path:
     return path
 
 
-def sink(tmp_path: Path) -> None:
+def sink(tmp_path: Path, start: int = 100) -> None:
     folder = SinkFolder(tmp_path / "sink")
-    folder.schema("users", 100)
-    folder.data("users", 100, 1, csv_line("I", "users", 110, 1, "before the snapshot", 1)
+    folder.schema("users", start)
+    folder.data("users", start, 1, (csv_line("I", "users", 110, 1, "before the snapshot", 1) if start < 110 else "")
                 + csv_line("U", "users", 160, 2, "b2", 21) + csv_line("I", "users", 170, 4, "d", 40))  # fmt: skip
     folder.checkpoint(200)
 
 
-def test_tables_start_from_the_export_and_continue_from_its_tso(spark, tmp_path) -> None:
+def test_tables_start_from_the_export_and_continue_from_its_tso(spark, tmp_path, capsys) -> None:
     sink(tmp_path)
-    result = run_backfill(spark, load_config(job(tmp_path, export(tmp_path, compression="gz"))))
+    conf = job(tmp_path, export(tmp_path, compression="gz"))
+    result = run_backfill(spark, load_config(conf))
     assert result.resolved_ts == 200
     users = str(tmp_path / "wh" / "app" / "users")
     got = sorted(tuple(r) for r in spark.read.format("delta").load(users).collect())
@@ -98,6 +99,9 @@ def test_tables_start_from_the_export_and_continue_from_its_tso(spark, tmp_path)
         )
     ]  # fmt: skip  (a NONCLUSTERED key: `_tidb_rowid` first, NULL as the TiCDC sources leave it)
     assert not (tmp_path / "wh" / "app" / "untracked").exists()
+    assert main(["status", "--config", str(conf), "--json"]) == 0
+    started = {t["table"]: t["started_from"] for t in json.loads(capsys.readouterr().out)["tables"]}
+    assert started["users"] == {"kind": "dumpling", "path": f"file:{tmp_path / 'dump'}", "tso": TSO}
 
 
 @pytest.mark.parametrize(
@@ -126,3 +130,24 @@ def test_bad_export_exits_2_naming_the_file_and_commits_nothing(
     for needle in needles:
         assert needle in err, err
     assert not list(tmp_path.glob("wh/*/*/_delta_log"))
+
+
+@pytest.mark.parametrize("case", ["gap", "missing"])
+def test_a_changefeed_started_above_the_tso_or_a_table_missing_from_the_export_stops(
+    spark, tmp_path, capsys, case
+) -> None:
+    """The sink's first table version (no query: the changefeed's start-ts) is above the export's TSO; a
+    tracked table the sink had from its start is not in the export."""
+    sink(tmp_path, start=155 if case == "gap" else 100)
+    dump = export(tmp_path)
+    if case == "missing":
+        for name in dump.glob("app.kinds*"):
+            name.unlink()
+        SinkFolder(tmp_path / "sink").schema("kinds", 100, db="app")
+    assert main(["run", "--config", str(job(tmp_path, dump))]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    if case == "gap":
+        assert "app.users: the storage sink begins at table version 155" in err, err
+        assert "above the table's checkpoint 150" in err, err
+    else:
+        assert "app.kinds: a tracked table that predates the changefeed" in err, err

@@ -97,6 +97,7 @@ class StorageSource(Source[StorageWindow]):
         upstream: UpstreamConfig | None = None,
     ) -> None:
         self.path = config.path
+        self.initial = config.initial  # the snapshot every table that predates the changefeed starts from
         self.patterns = tuple(patterns)
         self.upstream = upstream  # ENUM/SET names of tables that predate the changefeed, when given
         self.format = FileFormat(
@@ -227,6 +228,20 @@ class StorageSource(Source[StorageWindow]):
         defs = [definitions[f.path] for f in schema_files]
         starts = segment_starts(defs)
         floor = recorded if recorded is not None else schema_files[0].version
+        if recorded is None and self.initial is not None and not defs[0].query:
+            raise InputError(
+                f"{where}: a tracked table that predates the changefeed (table version "
+                f"{schema_files[0].version} has no CREATE TABLE) is not in the snapshot of [source.initial] "
+                f"({self.initial.dumpling}): its rows from before the changefeed are in neither"
+            )
+        if floor < schema_files[0].version and not defs[0].query:
+            # A first table version without a query is where the changefeed started (or its oldest files
+            # kept): the changes between the table's checkpoint and it are in no file.
+            raise InputError(
+                f"{where}: the storage sink begins at table version {schema_files[0].version} (the "
+                f"changefeed's start-ts), above the table's checkpoint {floor}: the changes between are in "
+                f"no file. Create the changefeed with --start-ts at or below {floor} (a Dumpling export's TSO)"
+            )
         # Versions at or below the checkpoint matter only from the newest barrier among them, and the
         # version before it: the walk finishes a rename that a killed run left at the checkpoint.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
