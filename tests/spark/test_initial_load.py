@@ -151,3 +151,4 @@ def test_a_changefeed_started_above_the_tso_or_a_table_missing_from_the_export_s
         assert "above the table's checkpoint 150" in err, err
     else:
         assert "app.kinds: a tracked table that predates the changefeed" in err, err
+        assert "exists at the snapshot's TSO 150" in err, err
