@@ -42,6 +42,7 @@ SECTIONS: tuple[tuple[str, type], ...] = (
     ("job", config.JobConfig),
     ("source", config.SourceConfig),
     *_source_sections(),
+    ("source.initial", config.InitialLoadConfig),
     ("upstream", config.UpstreamConfig),
     ("target", config.TargetConfig),
     ("target.layout", config.TableLayout),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from backfill.apply.stage import ApplyTarget, apply_window
 from backfill.apply.table_names import CatalogTarget, sync_warehouse
+from backfill.initial.load import load_initial
 from backfill.report import RunResult
 from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook, NoWindow, StageClock
@@ -39,6 +40,7 @@ def run_backfill(spark: SparkSession, config: TidelakeConfig, *, until_ts: int |
     config = qualified(spark, config)
     clock = StageClock()
     source = open_source(config.source, config.target.tables, config.upstream)
+    load_initial(spark, config, clock)  # `[source.initial]`: tables without a checkpoint start at its TSO
     checkpoints = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     catalog = CatalogTarget.of(config.target)
     _sync_catalog(spark, catalog, checkpoints)  # what a killed run created but did not register

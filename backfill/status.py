@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from backfill.initial.load import started_from
 from backfill.sources import open_source
 from backfill.sources.base import CheckpointBook
 from tidelake import delta
@@ -27,6 +28,7 @@ class TableStatus:
     path: str
     delta_version: int
     checkpoint_ts: int | None
+    snapshot: Mapping[str, Any] | None = None  # the snapshot its first version came from (`[source.initial]`)
 
     def lag_seconds(self, newest_ts: int | None) -> float | None:
         if newest_ts is None or self.checkpoint_ts is None:
@@ -63,6 +65,7 @@ class StatusResult:
                     "checkpoint_ts": t.checkpoint_ts,
                     "checkpoint_time": _utc(t.checkpoint_ts),
                     "lag_seconds": t.lag_seconds(self.newest_scan_ts),
+                    "started_from": dict(t.snapshot) if t.snapshot else None,
                 }
                 for t in self.tables
             ],
@@ -74,7 +77,7 @@ class StatusResult:
         table = Table(
             title=f"tidelake job {self.job!r}: {len(self.tables)} tables, {self.source_description}"
         )
-        for name in ("table", "delta version", "checkpoint ts", "checkpoint (UTC)", "lag"):
+        for name in ("table", "delta version", "checkpoint ts", "checkpoint (UTC)", "lag", "started from"):
             table.add_column(name, justify="right" if name != "table" else "left")
         for t in self.tables:
             lag = t.lag_seconds(self.newest_scan_ts)
@@ -84,6 +87,9 @@ class StatusResult:
                 str(t.checkpoint_ts) if t.checkpoint_ts is not None else "-",
                 _utc(t.checkpoint_ts) or "-",
                 f"{lag:.3f}s" if lag is not None else "-",
+                f"{t.snapshot['kind']} {t.snapshot['path']} at {t.snapshot['tso']}"
+                if t.snapshot
+                else "changes",
             )
         console.print(table)
         if self.newest_scan_ts is not None or not self.progress:
@@ -120,9 +126,12 @@ def table_status(spark: SparkSession, config: TidelakeConfig) -> StatusResult:
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     progress = reader.progress(spark, book)
     tables = [
-        TableStatus(db, name, book.path(db, name), delta.table_version(spark, book.path(db, name)), recorded)
+        TableStatus(
+            db, name, book.path(db, name), delta.table_version(spark, book.path(db, name)), recorded,
+            started_from(spark, book.path(db, name)),
+        )
         for db, name, recorded in book.existing()
-    ]
+    ]  # fmt: skip
     return StatusResult(
         config.job.name, config.source.path or source.description, config.target.warehouse, source.newest_ts,
         source.details.get("complete_scans", 0), tables, source.description,

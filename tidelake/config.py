@@ -45,7 +45,12 @@ class JobConfig:
         return app_id(self.name)
 
 
-_SOURCE_KEYS = ("path", "kind", "verify_checksums")  # [source]'s own keys; the rest are the kinds' tables
+_SOURCE_KEYS = (
+    "path",
+    "kind",
+    "verify_checksums",
+    "initial",
+)  # [source]'s own keys; the rest are the kinds' tables
 
 
 class SourceKind(Protocol):
@@ -64,6 +69,35 @@ class SourceKind(Protocol):
     @property
     def needs_path(self) -> bool: ...  # reads a folder: `source.path` must be set
 
+    @property
+    def starts_from_snapshot(
+        self,
+    ) -> bool: ...  # a TiCDC source: `[source.initial]` may give its first version
+
+
+@dataclass(frozen=True)
+class InitialLoadConfig:
+    """`[source.initial]`: the consistent snapshot a TiCDC job's tables start from (docs/architecture.md
+    "Starting from a snapshot"). `dumpling` is the folder of a Dumpling export (`--filetype csv`), any
+    Hadoop file system URI; the CSV keys are Dumpling's options as the export was taken."""
+
+    dumpling: str
+    csv_separator: str = ","
+    csv_delimiter: str = '"'
+    csv_null_value: str = "\\N"
+    header: bool = True  # False: the export was taken with --no-header
+    csv_backslash_escape: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.dumpling:
+            raise ValueError("dumpling: the export's folder is empty")
+        if not self.csv_separator or any(c in "\r\n" for c in self.csv_separator):
+            raise ValueError(
+                f"csv_separator {self.csv_separator!r} must be one or more characters, no line breaks"
+            )
+        if len(self.csv_delimiter) > 1 or self.csv_delimiter in ("\r", "\n", "\\"):
+            raise ValueError(f"csv_delimiter {self.csv_delimiter!r} must be one character, or empty for none")
+
 
 @dataclass(frozen=True)
 class SourceConfig:
@@ -80,6 +114,7 @@ class SourceConfig:
     verify_checksums: bool = True
     tables: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     settings: Any = None
+    initial: InitialLoadConfig | None = None  # `[source.initial]`: the snapshot the tables start from
 
 
 def parse_source_settings(
@@ -105,6 +140,12 @@ def parse_source_settings(
         for table, value in source.tables.items()
     }
     kind = kinds[source.kind]
+    if source.initial is not None and not kind.starts_from_snapshot:
+        starting = sorted(k.name for k in kinds.values() if k.starts_from_snapshot)
+        raise ConfigError(
+            f"source.initial: kind = {source.kind!r} does not start from a snapshot; the kinds that do: "
+            f"{', '.join(starting)}"
+        )
     if kind.needs_path and not source.path:
         raise ConfigError(f"source: kind = {source.kind!r} needs a path")
     settings = None

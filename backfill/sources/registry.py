@@ -33,6 +33,7 @@ class RegisteredSource(Generic[S]):
     table: str | None = None  # `[source.<table>]` holds its settings
     settings: type[S] | None = None  # the frozen dataclass that table is parsed into
     needs_path: bool = True  # reads a folder (`source.path`)
+    starts_from_snapshot: bool = False  # continues from a snapshot's TSO (`[source.initial]`)
 
 
 _REGISTERED: dict[str, RegisteredSource[Any]] = {}

@@ -1,12 +1,4 @@
-"""A Dumpling export (`--filetype csv`), as Dumpling writes it (pingcap/tidb `dumpling/export`).
-
-Layout:
-    metadata                      `Started dump at: ...`, then `SHOW MASTER STATUS:` (or
-                                  `SHOW BINARY LOG STATUS:`) with `\\tLog: ...`, `\\tPos: ...`,
-                                  `\\tGTID:...`; on TiDB `Log: tidb-binlog` and Pos is the snapshot TSO
-    <db>-schema-create.sql        CREATE DATABASE
-    <db>.<table>-schema.sql       CREATE TABLE
-    <db>.<table>.<NNNNNNNNN>.csv  data (or `<db>.<table>.csv`; `.csv.gz` etc. too)
+"""A Dumpling export (`--filetype csv`) as reconcile's upstream (the layout: `tidelake/dumpling.py`).
 
 CSV with Dumpling's defaults: a header row of quoted column names in every file, `,` between fields,
 strings, dates and binary enclosed in `"`, numbers bare, NULL as a bare `\\N`, and inside enclosed
@@ -20,51 +12,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconcile.schema import Column, Kind, TableSchema, column_from_type
+from tidelake.dumpling import DumpMetadata, data_files, parse_metadata
 from tidelake.errors import InputError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
 
-_DATA_FILE = re.compile(r"^(?P<stem>.+?)(?:\.(?P<index>\d+))?\.csv(?:\.[a-z0-9]+)?$")
 _FIELD = r'(?:^|,)("(?:[^"\\]|\\.)*"|[^,]*)'
-
-
-@dataclass(frozen=True)
-class DumpMetadata:
-    log: str | None
-    pos: str | None
-
-    @property
-    def tso(self) -> int | None:
-        """The snapshot TSO when the export came from TiDB (`Log: tidb-binlog`)."""
-        if self.log == "tidb-binlog" and self.pos and self.pos.isdigit():
-            return int(self.pos)
-        return None
-
-
-def parse_metadata(text: str) -> DumpMetadata:
-    """The first master-status block of a Dumpling `metadata` file (not a replica's status)."""
-    log = pos = None
-    in_master = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith(("SHOW MASTER STATUS", "SHOW BINARY LOG STATUS")):
-            if log is not None:
-                break  # a second block (after the connection pool was set up) repeats the first
-            in_master = True
-            continue
-        if line.startswith("SHOW SLAVE STATUS") or line.startswith("SHOW REPLICA STATUS"):
-            in_master = False
-        if in_master and line.startswith("Log:"):
-            log = line[4:].strip()
-        elif in_master and line.startswith("Pos:"):
-            pos = line[4:].strip()
-    return DumpMetadata(log, pos)
 
 
 def parse_create_table(sql: str, db: str, where: str) -> TableSchema:
@@ -154,17 +112,6 @@ def _collation(rest: str) -> str | None:
     return match.group(1) if match else None
 
 
-def data_files(names: Sequence[str], db: str, table: str) -> list[str]:
-    """The CSV files of one table among a folder's file names, in index order."""
-    stem = f"{db}.{table}"
-    found = []
-    for name in names:
-        match = _DATA_FILE.match(name)
-        if match and match.group("stem") == stem:
-            found.append((int(match.group("index") or 0), name))
-    return [name for _, name in sorted(found)]
-
-
 def header_line(columns: Sequence[Column]) -> str:
     return ",".join('"' + c.name.replace("\\", "\\\\").replace('"', '\\"') + '"' for c in columns)
 
@@ -221,3 +168,6 @@ def typed(col: Column, text: SparkColumn) -> SparkColumn:
     if kind in (Kind.TEXT, Kind.JSON, Kind.TIME) or col.delta_type == "string":
         return text
     return text.try_cast(col.delta_type)
+
+
+__all__ = ["DumpMetadata", "data_files", "parse_create_table", "parse_metadata", "read_csv"]

@@ -13,9 +13,10 @@ from reconcile.errors import SchemaMismatch, TableNotFound
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import DiffCounts, ReconcileResult, RepairOutcome, RowSample, TableResult, exit_code
 from reconcile.schema import Kind, TableSchema, column_from_type, compare_schemas
-from reconcile.upstream.dumpling import data_files, header_line, parse_create_table, parse_metadata
+from reconcile.upstream.dumpling import header_line, parse_create_table
 from reconcile.upstream.sql import match_tables
 from tidelake.config import ReconcileConfig
+from tidelake.dumpling import data_files, parse_metadata
 from tidelake.errors import InputError
 
 pytestmark = pytest.mark.unit

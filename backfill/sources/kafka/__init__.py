@@ -29,6 +29,11 @@ def _open(
 
 register(
     RegisteredSource(
-        name="ticdc-kafka", factory=_open, table="kafka", settings=KafkaSourceConfig, needs_path=False
+        name="ticdc-kafka",
+        factory=_open,
+        table="kafka",
+        settings=KafkaSourceConfig,
+        needs_path=False,
+        starts_from_snapshot=True,
     )
 )

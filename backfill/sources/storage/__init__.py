@@ -30,4 +30,12 @@ def _open(
     return StorageSource(config, settings, tables, upstream)
 
 
-register(RegisteredSource(name="ticdc-storage", factory=_open, table="storage", settings=StorageSourceConfig))
+register(
+    RegisteredSource(
+        name="ticdc-storage",
+        factory=_open,
+        table="storage",
+        settings=StorageSourceConfig,
+        starts_from_snapshot=True,
+    )
+)

@@ -58,7 +58,7 @@ from backfill.sources.ticdc.schema_file import (
 )
 from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
-from tidelake import fs
+from tidelake import dumpling, fs
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
@@ -97,6 +97,7 @@ class StorageSource(Source[StorageWindow]):
         upstream: UpstreamConfig | None = None,
     ) -> None:
         self.path = config.path
+        self.initial = config.initial  # the snapshot every table that predates the changefeed starts from
         self.patterns = tuple(patterns)
         self.upstream = upstream  # ENUM/SET names of tables that predate the changefeed, when given
         self.format = FileFormat(
@@ -124,6 +125,13 @@ class StorageSource(Source[StorageWindow]):
             return None
         return layout.parse_metadata(fs.read_text(spark, uri), uri)
 
+    def _snapshot_tso(self, spark: SparkSession) -> int | None:
+        """The TSO of the `[source.initial]` export (None without one)."""
+        if self.initial is None:
+            return None
+        metadata = fs.join(self.initial.dumpling, dumpling.METADATA)
+        return dumpling.snapshot_tso(fs.read_text(spark, metadata), metadata)
+
     def _listing(self, spark: SparkSession) -> SinkListing:
         root = fs.qualify(spark, self.path).rstrip("/") + "/"
         entries = []
@@ -146,6 +154,7 @@ class StorageSource(Source[StorageWindow]):
                 return NoWindow(None, "no metadata file: the storage sink has not written a checkpoint yet")
             resolved = storage_ts if until_ts is None else min(storage_ts, until_ts)
             listing = self._listing(spark)
+            snapshot_ts = self._snapshot_tso(spark)
             drops = self._database_drops(spark, listing, resolved)
             for table_listing in listing.tables.values():
                 self._check_data_folders(
@@ -162,7 +171,7 @@ class StorageSource(Source[StorageWindow]):
                     continue
                 recorded = [checkpoints.recorded_at(checkpoints.path(t.schema, t.table)) for t, _ in chain]
                 floor = max((r for r in recorded if r is not None), default=None)
-                found = self._plan_table(spark, chain, definitions, floor, drops)
+                found = self._plan_table(spark, chain, definitions, floor, drops, snapshot_ts)
                 if found is not None:
                     planned.append(found)
             if not planned:
@@ -218,6 +227,7 @@ class StorageSource(Source[StorageWindow]):
         definitions: Mapping[str, TableDefinition],
         recorded: int | None,
         drops: Mapping[str, Sequence[int]],
+        snapshot_ts: int | None,
     ) -> PlannedTable | None:
         """One logical table (names joined by renames): its versions in the window and files to read."""
         schema_files = [f for _, files in chain for f in files]
@@ -227,6 +237,14 @@ class StorageSource(Source[StorageWindow]):
         defs = [definitions[f.path] for f in schema_files]
         starts = segment_starts(defs)
         floor = recorded if recorded is not None else schema_files[0].version
+        if floor < schema_files[0].version and not defs[0].query:
+            # A first table version without a query is where the changefeed started (or its oldest files
+            # kept): the changes between the table's checkpoint and it are in no file.
+            raise InputError(
+                f"{where}: the storage sink begins at table version {schema_files[0].version} (the "
+                f"changefeed's start-ts), above the table's checkpoint {floor}: the changes between are in "
+                f"no file. Create the changefeed with --start-ts at or below {floor} (a Dumpling export's TSO)"
+            )
         # Versions at or below the checkpoint matter only from the newest barrier among them, and the
         # version before it: the walk finishes a rename that a killed run left at the checkpoint.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
@@ -259,6 +277,19 @@ class StorageSource(Source[StorageWindow]):
                     per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(to_read)
                     ordinal = max(ordinal, *(f.ordinal for f in to_read))
         table = TrackedTable(tuple(versions), versions[0].finished_ts)
+        if (
+            recorded is None
+            and snapshot_ts is not None
+            and not defs[0].query
+            and table.schema_at(snapshot_ts)
+        ):
+            assert self.initial is not None
+            raise InputError(
+                f"{where}: a tracked table that predates the changefeed (table version "
+                f"{schema_files[0].version} has no CREATE TABLE) and exists at the snapshot's TSO {snapshot_ts} "
+                f"is not in the snapshot of [source.initial] ({self.initial.dumpling}): its rows from before "
+                "the changefeed are in neither"
+            )
         newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
         identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
         return PlannedTable(table, floor, per_segment, identity)

@@ -1,0 +1,173 @@
+"""The first run of a job with `[source.initial]`: every tracked table of the export that has no Delta
+checkpoint yet gets its first version from the export, committed at the export's TSO (txnVersion), so the
+TiCDC source continues from there and skips every change at or below it (docs/architecture.md "Starting
+from a snapshot").
+
+All tables' rows are read and checked (Spark, a task per data file) before the first commit: bad input
+leaves every table untouched. A table whose checkpoint exists already is left alone, so a rerun (or the
+rest of a run killed between tables) loads only what is missing, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from backfill.apply.merge import create_table
+from backfill.codec import DecodeStats, TableSchema
+from backfill.initial.export import decompressed, parse_csv, table_schema, typed_rows
+from backfill.sources.base import CheckpointBook, StageClock
+from backfill.tables import identity_without_handle, table_matches
+from tidelake import conventions, delta, fs
+from tidelake.conventions import COMMIT_TS
+from tidelake.dumpling import METADATA, compression_of, data_files, schema_files, snapshot_tso
+from tidelake.errors import InputError
+from tidelake.sparkerrors import in_task, input_errors
+from tidelake.sqlident import quote_ident
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tidelake.config import InitialLoadConfig, TidelakeConfig
+
+SNAPSHOT_STEP = "snapshot"  # the `step` of the commit that holds a table's first version
+
+
+@dataclass(frozen=True)
+class ExportTable:
+    """One tracked table of the export: its schema and data files."""
+
+    schema: TableSchema
+    path: str  # the Delta table's
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InitialLoad:
+    """What the initial load did: the export's TSO and the tables it gave their first version."""
+
+    export: str
+    tso: int
+    loaded: tuple[tuple[str, int], ...]  # (db.table, rows)
+
+
+def snapshot_metadata(export: str, tso: int) -> dict[str, object]:
+    """What a snapshot commit records of where its rows came from (`backfill status` shows it)."""
+    return {"snapshot": {"kind": "dumpling", "path": export, "tso": tso}}
+
+
+def started_from(spark: SparkSession, path: str) -> dict[str, object] | None:
+    """The snapshot a table's first version came from (kind, path, tso), None for a table the changes
+    built; read from the commit after the table's creation (its first tagged commit)."""
+    metadata = delta.json_object(delta.commit_user_metadata(spark, path, 1)) or {}
+    snapshot = metadata.get("snapshot") if metadata.get("step") == SNAPSHOT_STEP else None
+    return dict(snapshot) if isinstance(snapshot, dict) else None
+
+
+def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock) -> InitialLoad | None:
+    """Give every tracked table of the export without a checkpoint its first version (None: no
+    `[source.initial]`). Raises InputError naming the file on bad input, with nothing committed."""
+    initial = config.source.initial
+    if initial is None:
+        return None
+    with clock.stage("snapshot"):
+        export = fs.qualify(spark, initial.dumpling).rstrip("/")
+        metadata = fs.join(export, METADATA)
+        if not fs.exists(spark, metadata):
+            raise InputError(f"{metadata}: the Dumpling export has no metadata file (check [source.initial])")
+        tso = snapshot_tso(fs.read_text(spark, metadata), metadata)
+        book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
+        tables = _tables_to_load(spark, export, config.target.tables, book)
+        if not tables:
+            return InitialLoad(export, tso, ())
+        frames = [_rows(spark, table, initial, tso) for table in tables]
+        with input_errors("Dumpling export"):
+            counts = [frame.persist().count() if frame is not None else 0 for frame in frames]
+        try:
+            for table, frame, count in zip(tables, frames, counts, strict=True):
+                _commit(spark, config, table, frame, count, export, tso)
+        finally:
+            for frame in frames:
+                if frame is not None:
+                    frame.unpersist()
+    return InitialLoad(
+        export,
+        tso,
+        tuple((f"{t.schema.schema_name}.{t.schema.name}", n) for t, n in zip(tables, counts, strict=True)),
+    )
+
+
+def _tables_to_load(
+    spark: SparkSession, export: str, patterns: tuple[str, ...], book: CheckpointBook
+) -> list[ExportTable]:
+    names = [status.name for status in fs.list_dir(spark, export) if not status.is_dir]
+    sql_data = [n for n in names if n.endswith((".sql", ".sql.gz", ".sql.zst", ".sql.snappy"))]
+    found = []
+    for db, table, file in schema_files(names):
+        if not table_matches(patterns, db, table):
+            continue  # the export holds it, the job does not track it
+        path = book.path(db, table)
+        if book.recorded_at(path) is not None:
+            continue  # started already (this export, or its changes since)
+        inserts = [n for n in sql_data if n.startswith(f"{db}.{table}.") and not n.endswith("-schema.sql")]
+        if inserts:
+            raise InputError(
+                f"{fs.join(export, inserts[0])}: a `--filetype sql` data file; the initial load reads "
+                "Dumpling's CSV only (export with --filetype csv)"
+            )
+        where = fs.join(export, file)
+        schema = table_schema(fs.read_text(spark, where), db, table, where)
+        files = tuple(fs.join(export, name) for name in data_files(names, db, table))
+        found.append(ExportTable(schema, path, files))
+    return found
+
+
+def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, tso: int) -> DataFrame | None:
+    """The table's rows, typed as its Delta columns, one Spark task per data file (decoded on the
+    executors); None when the export holds no data file for it (an empty table)."""
+    if not table.files:
+        return None
+    schema = table.schema
+    ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(COMMIT_TS)} BIGINT"
+
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        stats = DecodeStats()
+        for batch in batches:
+            for path, content in zip(
+                batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
+            ):
+                try:
+                    text = decompressed(content, compression_of(path), path)
+                    yield from typed_rows(
+                        parse_csv(text, schema, initial, path), schema, tso, path, stats
+                    ).to_batches()
+                except InputError as exc:
+                    raise in_task(str(exc)) from None
+
+    raw = spark.read.format("binaryFile").load(list(table.files))
+    return raw.repartition(max(1, len(table.files))).select("path", "content").mapInArrow(decode, ddl)
+
+
+def _commit(
+    spark: SparkSession,
+    config: TidelakeConfig,
+    table: ExportTable,
+    rows: DataFrame | None,
+    count: int,
+    export: str,
+    tso: int,
+) -> None:
+    schema = table.schema
+    identity = identity_without_handle(schema)
+    create_table(
+        spark, table.path, schema, identity, config.target.layout_of(schema.schema_name or "", schema.name)
+    )
+    metadata = conventions.commit_metadata(
+        step=SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso, upserted=count,
+        extra=snapshot_metadata(export, tso),
+    )  # fmt: skip
+    delta.append_with_txn(
+        spark, table.path, rows, app_id=config.job.app_id, txn_version=tso, metadata=metadata
+    )
