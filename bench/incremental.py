@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     from delta.tables import DeltaTable
 
     from backfill.apply.stage import ApplyTarget, apply_window
-    from backfill.apply.typed_changes import TypedRowChanges
+    from backfill.changes.typed import TypedRowChanges
     from backfill.codec import SchemaVersion
     from backfill.sources.base import StageClock, Window
     from backfill.tables import TrackedTable
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             if who == "ours":
                 window = Window(1, ts, (TrackedTable((SchemaVersion(0, schema),), 0),), (1,))
-                typed = TypedRowChanges(window, {(0, 0): changes})
+                typed = TypedRowChanges(window.segment_keys([(0, 0)]), {(0, 0): changes})
                 apply_window(
                     spark,
                     ApplyTarget(str(wh), APP, layouts=TargetConfig(str(wh))),

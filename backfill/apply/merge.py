@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from backfill.apply.collapse import COPIES, before_columns, expand_copies
 from backfill.apply.table_layout import (
     KEY_COLUMNS_PROPERTY,
     MergeStrategy,
     clustering_columns,
     table_properties,
 )
+from backfill.changes.collapse import COPIES, before_columns, expand_copies
 from backfill.codec import TableSchema
 from backfill.tables import RowIdentity
 from tidelake import delta, fs
@@ -137,7 +137,7 @@ def merge_changes(
     commit instead of the MERGE (`rewrite_table_with`).
     `puts` (the PUTs among `changes`, when known) lets a first load write a file per partition of
     `changes` (`first_load_optimize_write`).
-    A table without a key takes net copies (`apply.collapse.net_copies`) instead: `_merge_multiset`.
+    A table without a key takes net copies (`changes.collapse.net_copies`) instead: `_merge_multiset`.
     """
     changes = fault_stage(changes, "merge.write")
     session_conf = (
@@ -277,7 +277,7 @@ def key_bound_aggregates(column: str) -> list[Any]:
 
 def arrow_key_bounds(changes: pa.Table, column: str) -> tuple[Any, Any]:
     """`key_bound_aggregates` of changes held on the driver, before the before/after key rule: a key a
-    change moves away from (`apply.collapse.before_columns`) is deleted too, so it counts. Arrow orders
+    change moves away from (`changes.collapse.before_columns`) is deleted too, so it counts. Arrow orders
     strings by their UTF-8 bytes, as Spark does."""
     import pyarrow as pa
     import pyarrow.compute as pc

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from backfill.apply.collapse import with_moved_key_deletes, without_before_columns
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
 from backfill.apply.merge import (
@@ -27,8 +26,10 @@ from backfill.apply.merge import (
 )
 from backfill.apply.table_layout import apply_properties, merge_strategy
 from backfill.apply.table_names import CatalogTarget, sync_names
+from backfill.changes.collapse import with_moved_key_deletes, without_before_columns
+from backfill.changes.contract import RowChanges, Window
+from backfill.clock import StageClock
 from backfill.report import TableOutcome
-from backfill.sources.base import RowChanges, StageClock, Window
 from backfill.tables import RowIdentity
 from tidelake import conventions, delta
 from tidelake.errors import InputError

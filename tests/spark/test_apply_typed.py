@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from backfill.apply.stage import ApplyTarget, apply_window
-from backfill.apply.typed_changes import TypedRowChanges
+from backfill.changes.typed import TypedRowChanges
 from backfill.codec import SchemaVersion, TableSchema
 from backfill.sources.base import StageClock, Window
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle
@@ -41,7 +41,8 @@ def apply(spark, warehouse: str, schema: TableSchema, rows: list[tuple], floor: 
           identity: RowIdentity = RowIdentity.HANDLE) -> None:  # fmt: skip
     ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, {CHANGE_COLUMNS}"
     w = window(schema, floor, resolved, identity)
-    changes = TypedRowChanges(w, {(0, 0): spark.createDataFrame(rows, ddl)})
+    raw = {(0, 0): spark.createDataFrame(rows, ddl)}
+    changes = TypedRowChanges(w.segment_keys(raw), raw)
     try:
         apply_window(spark, ApplyTarget(warehouse, APP), w, changes, StageClock())
     finally:

@@ -85,8 +85,8 @@ def test_a_delete_without_old_value_on_a_ci_key_is_an_error_naming_table_key_and
 
 def test_the_before_after_key_rule_deletes_the_before_image_key(spark) -> None:
     """A change whose row had another key at the window's start also deletes that key; one whose before
-    key is its own, or unknown (NULL: no row before), passes as it is (apply.collapse)."""
-    from backfill.apply.collapse import with_moved_key_deletes
+    key is its own, or unknown (NULL: no row before), passes as it is (changes.collapse)."""
+    from backfill.changes.collapse import with_moved_key_deletes
 
     rows = [
         ("ABC", 2, 30, "PUT", "abc"),  # respelled: abc goes, ABC comes

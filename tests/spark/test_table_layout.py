@@ -9,7 +9,7 @@ from types import MappingProxyType
 import pytest
 
 from backfill.apply.stage import ApplyTarget, apply_window
-from backfill.apply.typed_changes import TypedRowChanges
+from backfill.changes.typed import TypedRowChanges
 from backfill.codec import SchemaVersion, TableSchema
 from backfill.sources.base import StageClock, Window
 from backfill.tables import TrackedTable
@@ -27,7 +27,8 @@ def apply(spark, target: TargetConfig, rows: list[tuple], floor: int, resolved: 
     schema = TableSchema.from_table_info(users_table(), schema_name="app")
     ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, {CHANGE_COLUMNS}"
     w = Window(floor, resolved, (TrackedTable((SchemaVersion(0, schema),), 0),), (floor,))
-    changes = TypedRowChanges(w, {(0, 0): spark.createDataFrame(rows, ddl)})
+    raw = {(0, 0): spark.createDataFrame(rows, ddl)}
+    changes = TypedRowChanges(w.segment_keys(raw), raw)
     try:
         apply_window(spark, ApplyTarget(target.warehouse, APP, layouts=target), w, changes, StageClock())
     finally:

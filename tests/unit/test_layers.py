@@ -99,3 +99,23 @@ def test_the_walk_sees_lazy_imports() -> None:
     `simulate` command's import inside a function."""
     seen = reachable("backfill.cli")
     assert "tidbsim.cli" in seen and "backfill.demo" in seen
+
+
+def test_row_changes_flow_one_way_from_the_sources_through_the_changes_to_the_apply_stage() -> None:
+    """Sources import the row-change contract and the collapse rule (`backfill.changes`) downward and never
+    the apply stage; the changes import neither; the apply stage imports no source."""
+    below = {
+        "backfill.sources": ("backfill.apply",),
+        "backfill.changes": ("backfill.apply", "backfill.sources"),
+        "backfill.apply": ("backfill.sources",),
+    }
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        for layer, forbidden in below.items()
+        if module == layer or module.startswith(f"{layer}.")
+        for target in imports_of(module)
+        if any(target == f or target.startswith(f"{f}.") for f in forbidden)
+    )
+    assert any(m.startswith("backfill.changes.") for m in MODULES)
+    assert wrong == []

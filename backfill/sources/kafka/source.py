@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.apply.collapse import LINE
+from backfill.changes.collapse import LINE
 from backfill.codec import DecodeStats, TableSchema
 from backfill.codec.history import DROP_SCHEMA, EXCHANGE_PARTITION
 from backfill.sources.base import (
@@ -361,7 +361,7 @@ class KafkaSource(Source[KafkaWindow]):
     # --------------------------------------------------------------------------------------- changes
 
     def row_changes(self, spark: SparkSession, window: Window, clock: StageClock) -> RowChanges:
-        from backfill.apply.typed_changes import TypedRowChanges
+        from backfill.changes.typed import TypedRowChanges
 
         assert isinstance(window, KafkaWindow)
         zero_dates = spark.sparkContext.accumulator(0)
@@ -396,7 +396,7 @@ class KafkaSource(Source[KafkaWindow]):
                     raw[(index, seg)] = rows
         with clock.stage("collapse"), input_errors("Kafka messages"):
             changes = TypedRowChanges(
-                window,
+                window.segment_keys(raw),
                 raw,
                 zero_dates=lambda: int(zero_dates.value),
                 decode_tasks=tasks.per_table,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def output_schema(schema: TableSchema) -> pa.Schema:
     """Decoded changes: the table's columns, commit ts, op, and for a table whose key needs the row
-    (`key_columns_need_row`) the key as it stood at the window's start (`BEFORE_PREFIX`, apply.collapse)."""
+    (`key_columns_need_row`) the key as it stood at the window's start (`BEFORE_PREFIX`, changes.collapse)."""
     out = schema.arrow_schema.append(pa.field(COMMIT_TS, pa.int64())).append(pa.field(OP, pa.string()))
     if key_columns_need_row(schema):
         for name in schema.pk_columns:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
 
-from backfill.apply.collapse import LINE
-from backfill.apply.typed_changes import TypedRowChanges
+from backfill.changes.collapse import LINE
+from backfill.changes.typed import TypedRowChanges
 from backfill.codec import SchemaVersion, TableSchema
 from backfill.codec.errors import CodecError
 from backfill.sources.base import (
@@ -375,7 +375,9 @@ class StorageSource(Source[StorageWindow]):
                 frame = one_delivery_per_transaction(frame)
             frames[(index, segment)] = frame
         with clock.stage("decode+collapse"), input_errors("storage sink files"):
-            return TypedRowChanges(window, frames, zero_dates=lambda: int(zero_dates.value))
+            return TypedRowChanges(
+                window.segment_keys(frames), frames, zero_dates=lambda: int(zero_dates.value)
+            )
 
     # ---------------------------------------------------------------------------------------- status
 

@@ -161,7 +161,7 @@ def typed_canal_rows(
 ) -> pa.Table:
     """The row events of one table (columns value, topic, partition, offset), typed like the storage
     source's canal-json; ``_tidb_line`` is the message's offset times 2^20 (the collapse's last order)."""
-    from backfill.apply.collapse import LINE
+    from backfill.changes.collapse import LINE
 
     values = events.column("value").to_pylist()
     topics = events.column("topic").to_pylist()

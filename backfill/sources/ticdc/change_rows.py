@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.apply.collapse import LINE
+from backfill.changes.collapse import LINE
 from backfill.codec import DecodeStats, TableSchema
 from backfill.codec.values import ZeroDate, fill_value
 from backfill.sources.ticdc.text_values import BadValue, TextDialect, text_column

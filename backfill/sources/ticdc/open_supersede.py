@@ -2,7 +2,7 @@
 
 A scheduled job reads many changes per key (a hot row updated every second), and the collapse keeps one:
 typing every value first (:mod:`open_rows`, the costly part) is work thrown away. :class:`LatestPerKey`
-applies the shared collapse rule (``apply/collapse.py``: the highest commit ts, a PUT over a DELETE at one
+applies the shared collapse rule (``changes/collapse.py``: the highest commit ts, a PUT over a DELETE at one
 ts, then the later line) to one task's events by their key columns' raw JSON, before they are typed, as
 kv-scan does on key bytes. It only drops an event when another event it keeps wins on the same key for
 certain, so the shared collapse after typing gives the same rows:

@@ -1,19 +1,19 @@
 """Row changes of sources that read them already typed (TiCDC's storage sink and Kafka topics).
 
 The source hands over, per (table, segment), a lazy frame of typed changes in the canonical shape
-(`sources/base.RowChanges`) plus `_tidb_line`, possibly several per key and with at-least-once repeats of
-whole transactions already dropped; here they are collapsed by the shared rule (`apply.collapse`),
+(`changes.contract.RowChanges`) plus `_tidb_line`, possibly several per key and with at-least-once repeats of
+whole transactions already dropped; here they are collapsed by the shared rule (`changes.collapse`),
 persisted and counted, so the apply stage sees them like any other source's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from backfill.apply.collapse import COPIES, last_change_per_key, net_copies
-from backfill.sources.base import RowChanges, Window
+from backfill.changes.collapse import COPIES, last_change_per_key, net_copies
+from backfill.changes.contract import RowChanges
 from tidelake.conventions import OP
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ PARALLEL_JOBS = 4
 class TypedRowChanges(RowChanges):
     def __init__(
         self,
-        window: Window,
+        keys: Mapping[tuple[int, int], Sequence[str]],
         raw: Mapping[tuple[int, int], DataFrame],
         *,
         zero_dates: Callable[[], int] = lambda: 0,
@@ -35,10 +35,8 @@ class TypedRowChanges(RowChanges):
         self._decode_tasks = decode_tasks
         self._frames: dict[tuple[int, int], DataFrame] = {}
         for (table, segment), frame in raw.items():
-            schema = window.tables[table].versions[segment].schema
-            assert schema is not None, "a segment without a table has no rows"
-            keys = window.identity(table).columns(schema)
-            collapsed = last_change_per_key(frame, keys) if keys else net_copies(frame)
+            on = keys[(table, segment)]  # `Window.segment_keys`; none: a multiset of whole rows
+            collapsed = last_change_per_key(frame, on) if on else net_copies(frame)
             self._frames[(table, segment)] = collapsed.persist()
         self._counts: dict[tuple[int, int, str], int] = {}
         with ThreadPoolExecutor(max_workers=PARALLEL_JOBS) as pool:
