@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tidelake import classarchive
+from tidelake.spark import class_archive_dir
 
 pytestmark = pytest.mark.spark
 
@@ -28,7 +29,7 @@ def vm_info(spark: Any) -> str:
 def test_the_session_maps_the_class_archive_set_up_wrote_and_only_then(spark: Any) -> None:
     """With an archive for this JDK and these jars the JVM starts with it and maps it; without one (the
     test set-up writes none) it starts without the option, as a JVM with a stale archive must."""
-    options = classarchive.java_options()
+    options = classarchive.java_options(class_archive_dir())
     started_with = list(
         spark._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     )
