@@ -1,5 +1,5 @@
-"""The JVM packages on spark.jars (delta-spark, hadoop-aws with the S3 client, the Kafka connector): where
-they are, and fetching them once by their Maven coordinates.
+"""The JVM packages on spark.jars (delta-spark, hadoop-aws with the S3 client, the Kafka connector, the
+MariaDB JDBC driver): where they are, and fetching them once by their Maven coordinates.
 
 `jars.lock` (package data) names each jar by coordinates and sha256: the set `dev/setup.sh` resolves from
 `dev/jars/pom.xml` (written by `dev/jars/lock.py`). A checkout keeps them in `.cache/jars` (setup copies
