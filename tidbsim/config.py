@@ -111,6 +111,9 @@ class SimulationConfig:
     txns: int = 300
     scans: int = 3
     mysql_url: str | None = None
+    mysql_until_scan: int = 0
+    """Replay into ``mysql_url`` only the history up to this scan's resolved ts (1-based; 0: all of it): the
+    server then holds that scan's expected state, a snapshot at its TSO."""
     ddls_per_scan: int = 2
     ddl_kinds: tuple[str, ...] = DDL_KINDS
     region_split_keys: int = 48
@@ -164,6 +167,8 @@ class SimulationConfig:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.tables < 0 or self.tables + len(self.collation_tables) < 1:
             raise ValueError(f"tables must be at least 1 (or 0 beside collation_tables), got {self.tables}")
+        if not 0 <= self.mysql_until_scan <= self.scans:
+            raise ValueError(f"mysql_until_scan must be 0..scans, got {self.mysql_until_scan}")
         for name in ("rows", "txns", "ddls_per_scan", "open_lock_txns", "events"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")

@@ -153,7 +153,12 @@ class Engine:
             from tidbsim.mysql_apply import apply_ops, parse_mysql_url
 
             assert cfg.mysql_url is not None
-            apply_ops(parse_mysql_url(cfg.mysql_url), DATABASES, self.w.oplog.read(), self.resolved)
+            until = (
+                self.summaries[cfg.mysql_until_scan - 1].resolved_ts
+                if cfg.mysql_until_scan
+                else self.resolved
+            )
+            apply_ops(parse_mysql_url(cfg.mysql_url), DATABASES, self.w.oplog.read(), until)
             self.w.oplog.path.unlink()
             applied = True
         stats = dict(sorted(self.w.stats.items()))

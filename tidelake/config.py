@@ -79,24 +79,53 @@ class SourceKind(Protocol):
 class InitialLoadConfig:
     """`[source.initial]`: the consistent snapshot a TiCDC job's tables start from (docs/architecture.md
     "Starting from a snapshot"). `dumpling` is the folder of a Dumpling export (`--filetype csv`), any
-    Hadoop file system URI; the CSV keys are Dumpling's options as the export was taken."""
+    Hadoop file system URI; the CSV keys are Dumpling's options as the export was taken. Or, instead of
+    `dumpling`, `upstream_tso`: the tables are read from `[upstream]` over JDBC at that TSO (TiDB:
+    `tidb_snapshot`; MySQL/MariaDB: the TSO their present state stands for, read in one consistent
+    snapshot per table)."""
 
-    dumpling: str
+    dumpling: str = ""
     csv_separator: str = ","
     csv_delimiter: str = '"'
     csv_null_value: str = "\\N"
     header: bool = True  # False: the export was taken with --no-header
     csv_backslash_escape: bool = True
+    # The JDBC path: read [upstream] at this TSO (instead of `dumpling`), each table in up to
+    # `upstream_partitions` primary-key ranges (TiDB; MySQL/MariaDB read each table in one), rows fetched
+    # from the server `upstream_fetch_size` at a time.
+    upstream_tso: int | None = None
+    upstream_partitions: int = 8
+    upstream_fetch_size: int = 10_000
 
     def __post_init__(self) -> None:
+        if self.upstream_tso is not None:
+            self._check_upstream()
+            return
         if not self.dumpling:
-            raise ValueError("dumpling: the export's folder is empty")
+            raise ValueError("give dumpling (an export's folder) or upstream_tso (read [upstream] at a TSO)")
         if not self.csv_separator or any(c in "\r\n" for c in self.csv_separator):
             raise ValueError(
                 f"csv_separator {self.csv_separator!r} must be one or more characters, no line breaks"
             )
         if len(self.csv_delimiter) > 1 or self.csv_delimiter in ("\r", "\n", "\\"):
             raise ValueError(f"csv_delimiter {self.csv_delimiter!r} must be one character, or empty for none")
+
+    @property
+    def described(self) -> str:
+        """The snapshot in a message: the export's folder, or the upstream at the TSO."""
+        return self.dumpling or f"[upstream] at upstream_tso {self.upstream_tso}"
+
+    def _check_upstream(self) -> None:
+        if self.dumpling:
+            raise ValueError(
+                "dumpling and upstream_tso exclude each other: the tables start from one snapshot"
+            )
+        if self.upstream_tso is not None and self.upstream_tso < 1:
+            raise ValueError(f"upstream_tso must be a TSO (a positive integer), got {self.upstream_tso}")
+        if not 1 <= self.upstream_partitions <= 1024:
+            raise ValueError(f"upstream_partitions must be 1..1024, got {self.upstream_partitions}")
+        if self.upstream_fetch_size < 1:
+            raise ValueError(f"upstream_fetch_size must be at least 1, got {self.upstream_fetch_size}")
 
 
 @dataclass(frozen=True)
@@ -457,6 +486,13 @@ class TidelakeConfig:
     upstream: UpstreamConfig | None = None
 
     def __post_init__(self) -> None:
+        initial = self.source.initial
+        from_upstream = initial is not None and initial.upstream_tso is not None
+        if from_upstream and (self.upstream is None or self.upstream.kind == "files"):
+            raise ValueError(
+                "source.initial: upstream_tso reads the [upstream] database; give [upstream] with kind = "
+                "'tidb', 'mysql' or 'mariadb'"
+            )
         if self.upstream is not None and self.reconcile.upstream == _DEFAULT_RECONCILE_UPSTREAM:
             object.__setattr__(self, "reconcile", replace(self.reconcile, upstream=self.upstream))
 

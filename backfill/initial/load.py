@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from backfill.initial.jdbc import UpstreamTable
     from tidelake.config import InitialLoadConfig, TidelakeConfig
 
 SNAPSHOT_STEP = "snapshot"  # the `step` of the commit that holds a table's first version
@@ -53,9 +54,9 @@ class InitialLoad:
     loaded: tuple[tuple[str, int], ...]  # (db.table, rows)
 
 
-def snapshot_metadata(export: str, tso: int) -> dict[str, object]:
+def snapshot_metadata(export: str, tso: int, kind: str = "dumpling") -> dict[str, object]:
     """What a snapshot commit records of where its rows came from (`backfill status` shows it)."""
-    return {"snapshot": {"kind": "dumpling", "path": export, "tso": tso}}
+    return {"snapshot": {"kind": kind, "path": export, "tso": tso}}
 
 
 def started_from(spark: SparkSession, path: str) -> dict[str, object] | None:
@@ -72,6 +73,8 @@ def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock)
     initial = config.source.initial
     if initial is None:
         return None
+    if initial.upstream_tso is not None:
+        return _load_from_upstream(spark, config, clock)
     with clock.stage("snapshot"):
         export = fs.qualify(spark, initial.dumpling).rstrip("/")
         metadata = fs.join(export, METADATA)
@@ -150,14 +153,31 @@ def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, t
     return raw.repartition(max(1, len(table.files))).select("path", "content").mapInArrow(decode, ddl)
 
 
+def _load_from_upstream(spark: SparkSession, config: TidelakeConfig, clock: StageClock) -> InitialLoad:
+    """`upstream_tso`: the tables read from `[upstream]` over JDBC (backfill/initial/jdbc.py), then
+    committed here like an export's."""
+    from backfill.initial.jdbc import load_from_upstream
+
+    with clock.stage("snapshot"):
+        name, tso, read = load_from_upstream(spark, config)
+        try:
+            for table, frame, count in read:
+                _commit(spark, config, table, frame, count, name, tso, kind="upstream")
+        finally:
+            for _, frame, _ in read:
+                frame.unpersist()
+    return InitialLoad(name, tso, tuple((f"{t.schema.schema_name}.{t.schema.name}", n) for t, _, n in read))
+
+
 def _commit(
     spark: SparkSession,
     config: TidelakeConfig,
-    table: ExportTable,
+    table: ExportTable | UpstreamTable,
     rows: DataFrame | None,
     count: int,
     export: str,
     tso: int,
+    kind: str = "dumpling",
 ) -> None:
     schema = table.schema
     identity = identity_without_handle(schema)
@@ -166,7 +186,7 @@ def _commit(
     )
     metadata = conventions.commit_metadata(
         step=SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso, upserted=count,
-        extra=snapshot_metadata(export, tso),
+        extra=snapshot_metadata(export, tso, kind),
     )  # fmt: skip
     delta.append_with_txn(
         spark, table.path, rows, app_id=config.job.app_id, txn_version=tso, metadata=metadata

@@ -129,6 +129,8 @@ class StorageSource(Source[StorageWindow]):
         """The TSO of the `[source.initial]` export (None without one)."""
         if self.initial is None:
             return None
+        if self.initial.upstream_tso is not None:
+            return self.initial.upstream_tso
         metadata = fs.join(self.initial.dumpling, dumpling.METADATA)
         return dumpling.snapshot_tso(fs.read_text(spark, metadata), metadata)
 
@@ -287,7 +289,7 @@ class StorageSource(Source[StorageWindow]):
             raise InputError(
                 f"{where}: a tracked table that predates the changefeed (table version "
                 f"{schema_files[0].version} has no CREATE TABLE) and exists at the snapshot's TSO {snapshot_ts} "
-                f"is not in the snapshot of [source.initial] ({self.initial.dumpling}): its rows from before "
+                f"is not in the snapshot of [source.initial] ({self.initial.described}): its rows from before "
                 "the changefeed are in neither"
             )
         newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)

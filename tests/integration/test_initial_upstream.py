@@ -1,0 +1,132 @@
+"""`[source.initial] upstream_tso`: a TiCDC storage-sink job whose tables start from the upstream itself,
+read over JDBC at the TSO — here the real MariaDB the simulator replays its history into up to its first
+scan's resolved ts. The tables then equal the simulator's expected state after the sink's later changes,
+with the Delta schemas a sink-only run gives; a rerun adds no version; an upstream that refuses the
+connection or the login exits 2 naming host:port with nothing committed."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from backfill.cli import main
+from backfill.run import run_backfill
+from tests.expected import warehouse_differences
+from tidbsim import SimulationConfig, load_index, simulate
+from tidbsim.engine import DATABASES
+from tidbsim.storage_codec import CsvOptions
+from tidbsim.storage_sink import StorageSink
+from tidelake import delta, fs
+from tidelake.config import load_config
+from tidelake.conventions import COMMIT_TS, ROWID
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+TABLES = ", ".join(f'"{db}.*"' for db in DATABASES)  # the shared server holds other tests' databases too
+
+
+def _job(tmp_path: Path, name: str, sink: Path, upstream: str = "", initial: str = "") -> Path:
+    conf = tmp_path / f"{name}.toml"
+    conf.write_text(
+        f'[job]\nname = "{name}"\n[source]\nkind = "ticdc-storage"\npath = "{sink}"\n'
+        f'[source.storage]\nprotocol = "csv"\noutput_old_value = true\n{initial}'
+        f'[target]\nwarehouse = "{tmp_path / name}"\ntables = [{TABLES}]\n{upstream}'
+    )
+    return conf
+
+
+def _upstream(url: str, *, port: int | None = None, password: str = "") -> str:
+    parsed = urlparse(url)
+    secret = f'password = "{password}"\n' if password else ""
+    user = "tidelake" if password else parsed.username
+    return (
+        f'[upstream]\nkind = "mariadb"\nhost = "{parsed.hostname}"\nport = {port or parsed.port}\n'
+        f'user = "{user}"\n{secret}retries = 0\n'
+    )
+
+
+def _tables(spark, warehouse: Path) -> dict[str, str]:
+    return {
+        f"{db.name}.{t.name}": t.path
+        for db in fs.list_dir(spark, str(warehouse))
+        for t in fs.list_dir(spark, db.path)
+    }
+
+
+def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
+    spark, mariadb_url, tmp_path, capsys
+) -> None:
+    out = tmp_path / "sim"
+    simulate(
+        SimulationConfig(
+            out=out, seed=7, tables=3, rows=20, txns=90, scans=3, ddl_kinds=(), mysql_url=mariadb_url,
+            mysql_until_scan=1, storage_sinks=(StorageSink(protocol="csv", csv=CsvOptions(output_old_value=True), seed=7),),
+        )
+    )  # fmt: skip
+    index = load_index(out)
+    tso, last = index[0]["resolved_ts"], index[-1]
+    sink = out / "storage" / "csv"
+    initial = f"[source.initial]\nupstream_tso = {tso}\nupstream_fetch_size = 7\n"
+    conf = _job(tmp_path, "jdbc", sink, _upstream(mariadb_url), initial)
+
+    result = run_backfill(spark, load_config(conf))
+    assert result.resolved_ts == last["resolved_ts"], result.to_dict()
+    # rows untouched since the snapshot carry its TSO as their commit ts, and TiCDC leaves _tidb_rowid NULL
+    assert (
+        warehouse_differences(spark, tmp_path / "jdbc", out, last["scan_id"], without=(ROWID, COMMIT_TS))
+        == []
+    )
+    tables = _tables(spark, tmp_path / "jdbc")
+    for name, path in tables.items():
+        first = json.loads(delta.commit_user_metadata(spark, path, 1) or "{}")
+        assert first["step"] == "snapshot" and first["snapshot"]["tso"] == tso, name
+        low = spark.read.format("delta").load(path).agg({COMMIT_TS: "min"}).first()[0]
+        assert low is None or low >= tso, f"{name}: a change at or below the TSO was applied"
+
+    # the same Delta schemas as a run from the whole sink (its CREATE TABLEs, no snapshot)
+    run_backfill(spark, load_config(_job(tmp_path, "sink", sink)))
+    by_sink = _tables(spark, tmp_path / "sink")
+    assert by_sink.keys() == tables.keys()
+    for name, path in tables.items():
+        ours = spark.read.format("delta").load(path).schema
+        assert ours == spark.read.format("delta").load(by_sink[name]).schema, name
+
+    versions = {name: delta.table_version(spark, path) for name, path in tables.items()}
+    assert run_backfill(spark, load_config(conf)).note == "nothing new"
+    assert {name: delta.table_version(spark, path) for name, path in tables.items()} == versions
+
+    capsys.readouterr()
+    assert main(["status", "--config", str(conf), "--json"]) == 0
+    started = [t["started_from"] for t in json.loads(capsys.readouterr().out)["tables"]]
+    server = urlparse(mariadb_url)
+    assert started and all(
+        s == {"kind": "upstream", "path": f"mariadb://{server.hostname}:{server.port}", "tso": tso}
+        for s in started
+    )
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("fault", ["refused", "password"])
+def test_an_upstream_that_cannot_be_read_exits_2_naming_it_with_nothing_committed(
+    spark, mariadb_url, tmp_path, capsys, fault
+) -> None:
+    port = _closed_port() if fault == "refused" else urlparse(mariadb_url).port
+    upstream = _upstream(mariadb_url, port=port, password="wrong" if fault == "password" else "")
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    conf = _job(tmp_path, "jdbc", sink, upstream, "[source.initial]\nupstream_tso = 100\n")
+    assert main(["run", "--config", str(conf)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"mariadb upstream 127.0.0.1:{port}" in err, err
+    assert ("cannot connect" if fault == "refused" else "access denied") in err, err
+    assert "wrong" not in err.replace("wrong user", "")
+    assert not list(tmp_path.glob("jdbc/*/*/_delta_log"))
