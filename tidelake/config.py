@@ -90,11 +90,13 @@ class InitialLoadConfig:
     csv_null_value: str = "\\N"
     header: bool = True  # False: the export was taken with --no-header
     csv_backslash_escape: bool = True
-    # The JDBC path: read [upstream] at this TSO (instead of `dumpling`), each table in up to
-    # `upstream_partitions` primary-key ranges (TiDB; MySQL/MariaDB read each table in one), rows fetched
-    # from the server `upstream_fetch_size` at a time.
+    # Instead of `dumpling`: read the tables from [upstream] over JDBC at this TSO (TiDB: tidb_snapshot;
+    # MySQL/MariaDB: the TSO their present state stands for, docs/architecture.md "Starting from a snapshot").
     upstream_tso: int | None = None
+    # TiDB: each table read in up to this many ranges of its integer handle, in parallel (MySQL/MariaDB
+    # read each table in one, inside one consistent-snapshot transaction).
     upstream_partitions: int = 8
+    # Rows the JDBC driver fetches from the server at a time (memory per task against round trips).
     upstream_fetch_size: int = 10_000
 
     def __post_init__(self) -> None:

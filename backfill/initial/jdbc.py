@@ -29,6 +29,7 @@ import pyarrow as pa
 import pymysql
 
 from backfill.codec import ColumnKind, DecodeStats, TableSchema
+from backfill.codec.errors import CodecError
 from backfill.codec.schema import ROWID_NAME
 from backfill.initial.export import typed_rows
 from backfill.sources.base import CheckpointBook
@@ -116,7 +117,10 @@ def _tables_to_load(
         infos = upstream_table_infos(upstream, {key: tso for key in names})
         found = []
         for db, name in names:
-            schema = TableSchema.from_table_info(infos[(db, name)], schema_name=db)
+            try:
+                schema = TableSchema.from_table_info(infos[(db, name)], schema_name=db)
+            except CodecError as exc:
+                raise InputError(f"{server_name(upstream)}: table {db}.{name} at {tso}: {exc}") from None
             column = _split_column(schema, tidb)
             predicates: tuple[str, ...] = ("1 = 1",)
             if column is not None and initial.upstream_partitions > 1:
