@@ -82,7 +82,7 @@ def load_from_upstream(
     tso = initial.upstream_tso
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     tables = _tables_to_load(upstream, initial, config.target.tables, book, tso)
-    frames = [_rows(spark, upstream, initial, table, tso) for table in tables]
+    frames = [table_rows(spark, upstream, initial, table, tso) for table in tables]
     try:
         with upstream_read_errors(upstream, tso), input_errors("upstream"):
             counts = [frame.persist().count() for frame in frames]
@@ -243,7 +243,7 @@ def _read_types(schema: TableSchema) -> str:
     )
 
 
-def _rows(
+def table_rows(
     spark: SparkSession, upstream: UpstreamConfig, initial: InitialLoadConfig, table: UpstreamTable, tso: int
 ) -> DataFrame:
     """The table's rows typed as its Delta columns (decoded on the executors), one task per predicate."""

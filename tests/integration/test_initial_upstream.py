@@ -14,18 +14,24 @@ from urllib.parse import urlparse
 import pytest
 
 from backfill.cli import main
+from backfill.codec import TableSchema
+from backfill.initial.jdbc import UpstreamTable, split_predicates, table_rows
 from backfill.run import run_backfill
+from backfill.sources.upstream_schema import upstream_table_infos
 from tests.expected import warehouse_differences
 from tidbsim import SimulationConfig, load_index, simulate
 from tidbsim.engine import DATABASES
 from tidbsim.storage_codec import CsvOptions
 from tidbsim.storage_sink import StorageSink
 from tidelake import delta, fs
-from tidelake.config import load_config
+from tidelake.config import TidelakeConfig, load_config
 from tidelake.conventions import COMMIT_TS, ROWID
+from tidelake.sqlident import quote_ident
+from tidelake.upstream import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
+SINK = StorageSink(protocol="csv", csv=CsvOptions(output_old_value=True), seed=7)
 TABLES = ", ".join(f'"{db}.*"' for db in DATABASES)  # the shared server holds other tests' databases too
 
 
@@ -63,8 +69,8 @@ def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
     out = tmp_path / "sim"
     simulate(
         SimulationConfig(
-            out=out, seed=7, tables=3, rows=20, txns=90, scans=3, ddl_kinds=(), mysql_url=mariadb_url,
-            mysql_until_scan=1, storage_sinks=(StorageSink(protocol="csv", csv=CsvOptions(output_old_value=True), seed=7),),
+            out=out, seed=7, tables=3, rows=20, txns=60, scans=2, ddl_kinds=(), mysql_url=mariadb_url,
+            mysql_until_scan=1, storage_sinks=(SINK,),
         )
     )  # fmt: skip
     index = load_index(out)
@@ -95,6 +101,9 @@ def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
         ours = spark.read.format("delta").load(path).schema
         assert ours == spark.read.format("delta").load(by_sink[name]).schema, name
 
+    # the reads TiDB splits by key ranges (here on the server as it stood at the TSO): the same rows
+    _split_reads_give_the_snapshot_rows(spark, load_config(conf), tables, tso)
+
     versions = {name: delta.table_version(spark, path) for name, path in tables.items()}
     assert run_backfill(spark, load_config(conf)).note == "nothing new"
     assert {name: delta.table_version(spark, path) for name, path in tables.items()} == versions
@@ -107,6 +116,37 @@ def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
         s == {"kind": "upstream", "path": f"mariadb://{server.hostname}:{server.port}", "tso": tso}
         for s in started
     )
+
+
+def _split_reads_give_the_snapshot_rows(
+    spark, config: TidelakeConfig, tables: dict[str, str], tso: int
+) -> None:
+    """Each table read in 3 ranges of its integer key (`_tidb_rowid`, MariaDB's INVISIBLE stand-in for
+    TiDB's handle, where it has no primary key): the rows of its snapshot commit, once each."""
+    assert config.upstream is not None and config.source.initial is not None
+    infos = upstream_table_infos(config.upstream, {tuple(name.split(".")): tso for name in tables})
+    conn = connect(config.upstream)
+    split = []
+    try:
+        for (db, name), info in infos.items():
+            schema = TableSchema.from_table_info(info, schema_name=db)
+            key = ROWID if schema.pk_kind == "rowid" else schema.pk_columns[0]
+            with conn.cursor() as cur:
+                cur.execute(
+                    f"SELECT MIN({quote_ident(key)}), MAX({quote_ident(key)}) FROM {quote_ident(db)}.{quote_ident(name)}"
+                )
+                low, high = cur.fetchone()
+            if not isinstance(low, int):
+                continue  # a key that is not an integer: TiDB reads it whole too
+            table = UpstreamTable(schema, "", False, key, split_predicates(key, low, high, 3))
+            rows = table_rows(spark, config.upstream, config.source.initial, table, tso)
+            assert rows.rdd.getNumPartitions() == 3
+            snapshot = spark.read.format("delta").option("versionAsOf", 1).load(tables[f"{db}.{name}"])
+            assert sorted(map(repr, rows.collect())) == sorted(map(repr, snapshot.collect())), f"{db}.{name}"
+            split.append(f"{db}.{name}")
+    finally:
+        conn.close()
+    assert {"shop.orders", "ops.events"} <= set(split), split  # an integer key, and _tidb_rowid
 
 
 def _closed_port() -> int:
