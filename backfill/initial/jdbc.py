@@ -3,10 +3,11 @@ exists at the TSO is read over Spark's JDBC source (MariaDB Connector/J, on spar
 Delta version at that TSO, like a Dumpling export's (docs/architecture.md "Starting from a snapshot").
 
 What one load reads:
-- **TiDB**: every connection runs at `tidb_snapshot` = the TSO (the JDBC source's `sessionInitStatement`;
-  the schema too, `SHOW CREATE TABLE` at the TSO): all tables and all partitions see the one state of the
-  TSO. A table is read in up to `upstream_partitions` ranges of its integer handle (its integer primary
-  key, or `_tidb_rowid`), bounds from `MIN`/`MAX` at the TSO, one Spark task each.
+- **TiDB**: every connection runs at `tidb_snapshot` = the TSO (the driver's `sessionVariables`, so
+  Spark's own schema query too; `SHOW CREATE TABLE` at the TSO as well): all tables and all partitions
+  see the one state of the TSO. A table is read in up to `upstream_partitions` ranges of its integer
+  handle (its integer primary key, or `_tidb_rowid`), bounds from `MIN`/`MAX` at the TSO, one Spark task
+  each.
 - **MySQL / MariaDB** have no reads at a ts: each table is read in one connection inside one
   `START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY` (connections cannot share a snapshot, so a
   table is not split): each table is exactly one committed state. That the state is the one of
@@ -19,6 +20,7 @@ text decoder as the Dumpling and storage-sink paths, so the Delta tables are the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
 
 DRIVER = "org.mariadb.jdbc.Driver"
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys", "metrics_schema")
+_JDBC_FAILURE = re.compile(r"java\.sql\.\w*Exception: ([^\n]*)")  # the driver's error, in a JVM trace
 _SPLITTABLE = (ColumnKind.INT, ColumnKind.UINT, ColumnKind.UINT64)
 
 
@@ -82,9 +85,10 @@ def load_from_upstream(
     tso = initial.upstream_tso
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
     tables = _tables_to_load(upstream, initial, config.target.tables, book, tso)
-    frames = [table_rows(spark, upstream, initial, table, tso) for table in tables]
+    frames: list[DataFrame] = []
     try:
         with upstream_read_errors(upstream, tso), input_errors("upstream"):
+            frames += [table_rows(spark, upstream, initial, table, tso) for table in tables]
             counts = [frame.persist().count() for frame in frames]
     except BaseException:
         for frame in frames:
@@ -201,7 +205,6 @@ def jdbc_url(upstream: UpstreamConfig) -> str:
     identifiers as MySQL does (its MySQL dialect)."""
     params = [
         "permitMysqlScheme",
-        "allowMultiQueries=true",
         "tinyInt1isBit=false",
         "yearIsDateType=false",
         "useServerPrepStmts=false",
@@ -215,11 +218,16 @@ def jdbc_url(upstream: UpstreamConfig) -> str:
     return f"jdbc:mysql://{upstream.host}:{upstream.port}/?{'&'.join(params)}"
 
 
-def session_statement(tidb: bool, tso: int) -> str:
-    """What every JDBC connection runs before its read: UTC for TIMESTAMP text, then the snapshot."""
+def session_settings(tidb: bool, tso: int) -> dict[str, str]:
+    """The driver properties that put every JDBC connection at the snapshot: `sessionVariables` (set as
+    each connection opens, Spark's schema query's too) for UTC TIMESTAMP text and, on TiDB, the TSO; on
+    MySQL/MariaDB the JDBC source's `sessionInitStatement` opens each read's consistent snapshot."""
     if tidb:
-        return f"SET @@time_zone = '+00:00', @@tidb_snapshot = '{int(tso)}'"
-    return "SET time_zone = '+00:00'; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+        return {"sessionVariables": f"time_zone='+00:00',tidb_snapshot='{int(tso)}'"}
+    return {
+        "sessionVariables": "time_zone='+00:00'",
+        "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+    }
 
 
 def select_sql(schema: TableSchema, split: str | None) -> str:
@@ -254,7 +262,7 @@ def table_rows(
         "password": upstream.password.reveal(),
         "fetchsize": str(initial.upstream_fetch_size),
         "customSchema": _read_types(schema),
-        "sessionInitStatement": session_statement(table.tidb, tso),
+        **session_settings(table.tidb, tso),
     }
     raw = spark.read.jdbc(
         jdbc_url(upstream), select_sql(schema, table.split), predicates=list(table.predicates),
@@ -299,11 +307,10 @@ def upstream_read_errors(upstream: UpstreamConfig, tso: int) -> Iterator[None]:
     except (InputError, UpstreamError):
         raise
     except Exception as exc:  # Py4J / Spark exceptions carry the JVM message as text
-        message = str(exc)
-        start = message.find("SQLException")
-        if start < 0 or from_task(exc) is not None:
+        found = _JDBC_FAILURE.search(str(exc))
+        if found is None or from_task(exc) is not None:
             raise
-        reason = scrub(message[start:].splitlines()[0][:300], upstream)
+        reason = scrub(found.group(1).strip()[:300], upstream)
         raise UpstreamError(
             f"{server_name(upstream)}: reading the tables at TSO {tso} failed: {reason}"
         ) from None

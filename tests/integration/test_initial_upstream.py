@@ -35,12 +35,14 @@ SINK = StorageSink(protocol="csv", csv=CsvOptions(output_old_value=True), seed=7
 TABLES = ", ".join(f'"{db}.*"' for db in DATABASES)  # the shared server holds other tests' databases too
 
 
-def _job(tmp_path: Path, name: str, sink: Path, upstream: str = "", initial: str = "") -> Path:
+def _job(
+    tmp_path: Path, name: str, sink: Path, upstream: str = "", initial: str = "", tables: str = TABLES
+) -> Path:
     conf = tmp_path / f"{name}.toml"
     conf.write_text(
         f'[job]\nname = "{name}"\n[source]\nkind = "ticdc-storage"\npath = "{sink}"\n'
         f'[source.storage]\nprotocol = "csv"\noutput_old_value = true\n{initial}'
-        f'[target]\nwarehouse = "{tmp_path / name}"\ntables = [{TABLES}]\n{upstream}'
+        f'[target]\nwarehouse = "{tmp_path / name}"\ntables = [{tables}]\n{upstream}'
     )
     return conf
 
@@ -155,18 +157,44 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.parametrize("fault", ["refused", "password"])
+def _user_without_select(url: str) -> tuple[str, str]:
+    """A user that may see `jdbcdeny.t` (SHOW CREATE TABLE) but not read its rows: the JDBC read fails."""
+    from tidbsim.mysql_apply import parse_mysql_url
+
+    conn = parse_mysql_url(url).connect()
+    conn.autocommit(True)
+    with conn, conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS jdbcdeny")
+        cur.execute("CREATE TABLE IF NOT EXISTS jdbcdeny.t (id INT PRIMARY KEY, v VARCHAR(8))")
+        cur.execute("REPLACE INTO jdbcdeny.t VALUES (1, 'a')")
+        cur.execute("CREATE USER IF NOT EXISTS 'noselect'@'%' IDENTIFIED BY 'noselect-pw'")
+        cur.execute("GRANT INSERT ON jdbcdeny.t TO 'noselect'@'%'")
+    return "noselect", "noselect-pw"
+
+
+@pytest.mark.parametrize("fault", ["refused", "password", "no-select"])
 def test_an_upstream_that_cannot_be_read_exits_2_naming_it_with_nothing_committed(
     spark, mariadb_url, tmp_path, capsys, fault
 ) -> None:
-    port = _closed_port() if fault == "refused" else urlparse(mariadb_url).port
-    upstream = _upstream(mariadb_url, port=port, password="wrong" if fault == "password" else "")
+    server = urlparse(mariadb_url)
+    port = _closed_port() if fault == "refused" else server.port
+    user, password = _user_without_select(mariadb_url) if fault == "no-select" else ("tidelake", "s3cret-x")
+    upstream = (
+        f'[upstream]\nkind = "mariadb"\nhost = "{server.hostname}"\nport = {port}\nuser = "{user}"\n'
+        f'password = "{password}"\nretries = 0\n'
+    )
     sink = tmp_path / "sink"
     sink.mkdir()
-    conf = _job(tmp_path, "jdbc", sink, upstream, "[source.initial]\nupstream_tso = 100\n")
+    initial = "[source.initial]\nupstream_tso = 100\n"
+    conf = _job(tmp_path, "jdbc", sink, upstream, initial, tables='"jdbcdeny.*"')
     assert main(["run", "--config", str(conf)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"mariadb upstream 127.0.0.1:{port}" in err, err
-    assert ("cannot connect" if fault == "refused" else "access denied") in err, err
-    assert "wrong" not in err.replace("wrong user", "")
+    expected = {
+        "refused": "cannot connect",
+        "password": "access denied",
+        "no-select": "reading the tables at TSO 100 failed",
+    }
+    assert expected[fault] in err, err
+    assert password not in err
     assert not list(tmp_path.glob("jdbc/*/*/_delta_log"))

@@ -10,7 +10,7 @@ import pytest
 
 from backfill.codec import TableSchema
 from backfill.codec.ddl_text import create_table_info
-from backfill.initial.jdbc import jdbc_url, select_sql, session_statement, split_predicates
+from backfill.initial.jdbc import jdbc_url, select_sql, session_settings, split_predicates
 from tidelake.config import UpstreamConfig, config_from_toml
 from tidelake.errors import ConfigError
 
@@ -40,10 +40,13 @@ def test_one_range_when_there_is_nothing_to_split() -> None:
 
 
 def test_every_connection_reads_the_snapshot_in_utc() -> None:
-    assert session_statement(True, 448069946574110721) == (
-        "SET @@time_zone = '+00:00', @@tidb_snapshot = '448069946574110721'"
-    )
-    assert session_statement(False, 5).endswith("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+    assert session_settings(True, 448069946574110721) == {
+        "sessionVariables": "time_zone='+00:00',tidb_snapshot='448069946574110721'"
+    }
+    assert session_settings(False, 5) == {
+        "sessionVariables": "time_zone='+00:00'",
+        "sessionInitStatement": "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
+    }
 
 
 def test_bit_is_read_as_its_number_and_the_split_column_rides_along() -> None:
