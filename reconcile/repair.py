@@ -20,14 +20,14 @@ refuses the repair (`refusal`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
 from reconcile.diff import DELTA, KIND, UP, RowDiff, diff_keyed, diff_multiset, whole_row_texts
 from reconcile.downstream import DeltaSnapshot
 from reconcile.result import DiffCounts, RepairOutcome
-from reconcile.schema import TIDB_COMMIT_TS, Comparison
+from reconcile.schema import TIDB_COMMIT_TS, Column, Comparison
 from tidelake import delta
 from tidelake.errors import InputError
 from tidelake.faults import fault_stage
@@ -59,8 +59,6 @@ def repair(
 
     _check_latest(spark, snapshot)
     delta_names = {f.name.lower(): f.name for f in snapshot.df.schema.fields}
-    commit_col = delta_names.get(TIDB_COMMIT_TS)
-    stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
     keys = comparison.key_names
     source = diff.differences.select(
         *[F.coalesce(column(UP + k), column(DELTA + k)).alias(f"_k_{k}") for k in keys],
@@ -70,11 +68,7 @@ def repair(
     source = fault_stage(source, "repair.write")
     deleted = diff.counts.extra
     upserted = diff.counts.missing + diff.counts.changed
-    values: dict[str, str | SparkColumn] = {
-        delta_names[c.name.lower()]: _ref("s", c.name) for c in comparison.columns
-    }
-    if commit_col is not None:
-        values[commit_col] = F.lit(stamp).cast("bigint")
+    values = _written_values(snapshot, comparison.columns, upstream_ts)
     on = reduce(
         lambda acc, k: acc & _ref("t", delta_names[k.lower()]).eqNullSafe(_ref("s", f"_k_{k}")),
         keys[1:],
@@ -131,8 +125,6 @@ def repair_multiset(
     columns = comparison.columns
     width = range(len(columns))
     delta_names = {f.name.lower(): f.name for f in snapshot.df.schema.fields}
-    commit_col = delta_names.get(TIDB_COMMIT_TS)
-    stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
     upstream_copies = F.coalesce(column("_nu"), F.lit(0))
     surplus = column("_surplus")  # upstream copies minus Delta copies
     group = _group_texts(len(columns))
@@ -149,9 +141,7 @@ def repair_multiset(
     on = reduce(
         lambda acc, i: acc & target_texts[i].eqNullSafe(_ref("s", f"_g{i}")), width, ~F.col(f"s.{INSERT}")
     )
-    inserted: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in columns}
-    if commit_col is not None:
-        inserted[commit_col] = F.lit(stamp).cast("bigint")
+    inserted = _written_values(snapshot, columns, upstream_ts)
 
     def build(table: DeltaTable) -> DeltaMergeBuilder:
         return (
@@ -203,6 +193,23 @@ def _group_texts(width: int) -> list[SparkColumn]:
         F.when(column("_nu").isNotNull(), column(f"_t{i}")).otherwise(column(f"_s{i}")).alias(f"_g{i}")
         for i in range(width)
     ]
+
+
+def _written_values(
+    snapshot: DeltaSnapshot, columns: Sequence[Column], upstream_ts: int | None
+) -> dict[str, str | SparkColumn]:
+    """What a repaired row is written with, by Delta column name: the upstream's value of each compared
+    column (the MERGE's source `s`) and, where the table has it, `_tidb_commit_ts` = the ts the upstream
+    was read at (the table's resolved ts when the upstream has none)."""
+    from pyspark.sql import functions as F
+
+    delta_names = {f.name.lower(): f.name for f in snapshot.df.schema.fields}
+    values: dict[str, str | SparkColumn] = {delta_names[c.name.lower()]: _ref("s", c.name) for c in columns}
+    commit_col = delta_names.get(TIDB_COMMIT_TS)
+    if commit_col is not None:
+        stamp = upstream_ts if upstream_ts is not None else (snapshot.resolved_ts or 0)
+        values[commit_col] = F.lit(stamp).cast("bigint")
+    return values
 
 
 def _ref(alias: str, name: str) -> SparkColumn:

@@ -34,7 +34,7 @@ from backfill.codec.keycells import KeyCells, KeyParser
 from backfill.codec.keys import RECORD_KEY_LEN, decode_record_key, key_gives_value
 from backfill.codec.mydecimal import DIG2BYTES, MAX_FRAC, MAX_PRECISION, decimal_bin_size
 from backfill.codec.mytime import MAX_DURATION_NS
-from backfill.codec.row import DecodeStats, decode_row, handle_stored
+from backfill.codec.row import DecodeStats, decode_row, handle_stored, table_record_key
 from backfill.codec.rowv2 import decode_cell
 from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, from_stored, int_bounds
@@ -915,14 +915,7 @@ def _key_row(schema: TableSchema, key: bytes | None) -> dict[str, Any]:
     """Primary-key values of one record key (the reference for :func:`decode_keys`)."""
     if key is None:
         raise CodecError("null record key", table_id=schema.table_id)
-    record = decode_record_key(key, common=schema.pk_kind == "common")
-    if record.table_id not in schema.physical_ids:
-        raise CodecError(
-            f"key belongs to table {record.table_id}, not to {schema.name!r} "
-            f"(physical ids {list(schema.physical_ids)})",
-            table_id=record.table_id,
-            handle=record.handle,
-        )
+    record = table_record_key(schema, key)
     if schema.pk_kind == "rowid":
         if not isinstance(record.handle, int):
             raise CodecError(

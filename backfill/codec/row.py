@@ -278,17 +278,23 @@ def _row_encoder(schema: TableSchema) -> _RowV2Encoder:
 # ---------------------------------------------------------------- decode
 
 
+def table_record_key(schema: TableSchema, key: bytes) -> RecordKey:
+    """``key`` as a record key of one of ``schema``'s physical tables; another table's is a CodecError."""
+    record = decode_record_key(key, common=schema.pk_kind == "common")
+    if record.table_id not in schema.physical_ids:
+        raise CodecError(
+            f"key belongs to table {record.table_id}, not to {schema.name!r} "
+            f"(physical ids {list(schema.physical_ids)})",
+            table_id=record.table_id,
+            handle=record.handle,
+        )
+    return record
+
+
 def _handle_of(schema: TableSchema, key_or_handle: bytes | int | tuple) -> tuple[int | None, Any]:
     if isinstance(key_or_handle, bytes | bytearray | memoryview):
-        rk: RecordKey = decode_record_key(bytes(key_or_handle), common=schema.pk_kind == "common")
-        if rk.table_id not in schema.physical_ids:
-            raise CodecError(
-                f"key belongs to table {rk.table_id}, not to {schema.name!r} "
-                f"(physical ids {list(schema.physical_ids)})",
-                table_id=rk.table_id,
-                handle=rk.handle,
-            )
-        return rk.table_id, rk.handle
+        record = table_record_key(schema, bytes(key_or_handle))
+        return record.table_id, record.handle
     return None, key_or_handle
 
 
@@ -412,4 +418,12 @@ def decode_row(
     return row
 
 
-__all__ = ["ZERO_DATE", "DecodeStats", "decode_row", "decode_stored", "encode_row", "row_version"]
+__all__ = [
+    "ZERO_DATE",
+    "DecodeStats",
+    "decode_row",
+    "decode_stored",
+    "encode_row",
+    "row_version",
+    "table_record_key",
+]

@@ -259,6 +259,46 @@ def test_storage_schema_files_without_elements_take_them_from_the_ddl_text() -> 
     )
 
 
+def test_a_run_whose_versions_start_after_the_create_table_still_has_its_elements() -> None:
+    """A later run reads the versions from the barrier before its checkpoint on (`since`): the elements come
+    from the CREATE TABLE further back, not from the upstream; a table without one asks the upstream at the
+    run's first version."""
+    from backfill.sources.storage.elements import text_table_infos_from, with_text_elements
+    from backfill.sources.ticdc.schema_file import TableDefinition, columns_from_sql
+
+    def definition(version: int, query: str, table: str = "t") -> TableDefinition:
+        columns = columns_from_sql([("id", "INT", {"is_pk": "true"}), ("e", "ENUM", {})])
+        return TableDefinition(table, "s", 0, version, query, 3, columns, len(columns))
+
+    defs = [
+        definition(10, "CREATE TABLE `s`.`t` (`id` INT PRIMARY KEY, `e` ENUM('a','b'))"),
+        definition(20, "RENAME TABLE `s`.`t` TO `s`.`u`", "u"),
+        definition(30, "ALTER TABLE `s`.`u` ADD INDEX `i` (`e`)", "u"),
+        definition(40, "", "u"),
+    ]
+    asked: list[int] = []
+
+    def upstream_at(d: TableDefinition) -> dict:
+        asked.append(d.table_version)
+        return create_table_info("CREATE TABLE u (id int PRIMARY KEY, e enum('p','q'))", table_id=5)[2]
+
+    def elems(texts: list, since: int) -> list[tuple[str, ...]]:
+        return [
+            TableSchema.from_table_info(with_text_elements(d.table_info(5), text)).by_name["e"].elems
+            for d, text in zip(defs[since:], texts, strict=True)
+        ]
+
+    for since in range(len(defs)):
+        assert elems(text_table_infos_from(defs, since, upstream_at, "sink/s/u/meta"), since) == [
+            ("a", "b")
+        ] * (len(defs) - since)
+    assert asked == []
+    created_before = defs[1:]  # no CREATE TABLE: the upstream, at the run's first version
+    texts = text_table_infos_from(created_before, 1, upstream_at, "sink/s/u/meta")
+    assert elems(texts, 2) == [("p", "q")] * 2 and asked == [30]
+    assert text_table_infos_from(created_before, 1, None, "sink/s/u/meta") == [None, None]
+
+
 def test_statements_shaped_like_tiflow_integration_tests() -> None:
     """Forms TiCDC's own integration tests send: every type in one table under `DEFAULT CHARSET = utf8`,
     a BIT primary key, and a RENAME TABLE that swaps names in a chain (each pair read on its own)."""

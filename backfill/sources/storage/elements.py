@@ -6,7 +6,7 @@ changefeed. Pure: the caller fetches the upstream's TableInfo.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backfill.codec.ddl_text import DdlTextError, apply_ddl, create_table_info, statement_table
@@ -45,6 +45,24 @@ def text_table_infos(
     return out
 
 
+def text_table_infos_from(
+    definitions: Sequence[TableDefinition],
+    since: int,
+    upstream_at: Callable[[TableDefinition], Mapping[str, Any] | None] | None,
+    where: str,
+) -> list[dict[str, Any] | None]:
+    """:func:`text_table_infos` of ``definitions[since:]`` (the versions a run reads), the DDL text read
+    from the first definition on: a run whose versions start after the CREATE TABLE still has what only
+    that statement says (a later ALTER names no element of a column it leaves alone). Where the text
+    gives nothing at ``since`` (the table predates the changefeed), ``upstream_at`` gives the upstream's
+    TableInfo in force at that definition, unless it is a CREATE TABLE."""
+    texts = text_table_infos(definitions, None, where)[since:]
+    first = definitions[since]
+    if texts[0] is None and upstream_at is not None and not first.query.strip().upper().startswith("CREATE"):
+        texts = text_table_infos(definitions[since:], upstream_at(first), where)
+    return texts
+
+
 def with_text_elements(info: dict[str, Any], text_info: Mapping[str, Any] | None) -> dict[str, Any]:
     """`info` whose ENUM/SET columns without elements take them from `text_info` (same column name)."""
     if text_info is None:
@@ -62,4 +80,4 @@ def with_text_elements(info: dict[str, Any], text_info: Mapping[str, Any] | None
     return with_elems(info, wanted) if wanted else info
 
 
-__all__ = ["lacks_elements", "text_table_infos", "with_text_elements"]
+__all__ = ["lacks_elements", "text_table_infos", "text_table_infos_from", "with_text_elements"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
 
@@ -32,7 +33,7 @@ from backfill.sources.base import (
 )
 from backfill.sources.storage import layout
 from backfill.sources.storage.decode import FileFormat, decode_file
-from backfill.sources.storage.elements import lacks_elements, text_table_infos, with_text_elements
+from backfill.sources.storage.elements import lacks_elements, text_table_infos_from, with_text_elements
 from backfill.sources.storage.plan import (
     FileToRead,
     Piece,
@@ -251,8 +252,9 @@ class StorageSource(Source[StorageWindow]):
         # version before it: the walk finishes a rename that a killed run left at the checkpoint.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
         since = max((s for s in starts if s < first), default=first)
+        texts = self._text_table_infos(defs, since, where)
         versions, segment_of = self._versions(
-            chain[0][0], defs[since:], [s - since for s in starts if s >= since], where
+            chain[0][0], defs[since:], [s - since for s in starts if s >= since], texts, where
         )
         versions, moved = _with_database_drops(versions, drops)
         segment_of = [moved[s] for s in segment_of[first - since :]]
@@ -297,13 +299,18 @@ class StorageSource(Source[StorageWindow]):
         return PlannedTable(table, floor, per_segment, identity)
 
     def _versions(
-        self, origin: TableListing, definitions: Sequence[TableDefinition], starts: Sequence[int], where: str
+        self,
+        origin: TableListing,
+        definitions: Sequence[TableDefinition],
+        starts: Sequence[int],
+        texts: Sequence[Mapping[str, Any] | None],
+        where: str,
     ) -> tuple[list[SchemaVersion], list[int]]:
-        """The segments' schema versions, and per table version its segment. The table keeps one id through
-        renames (so a rename moves its rows) and gets a new one at each TRUNCATE TABLE."""
+        """The segments' schema versions, and per table version its segment (`texts`: per definition what its
+        DDL text says). The table keeps one id through renames (so a rename moves its rows) and gets a new
+        one at each TRUNCATE TABLE."""
         versions: list[SchemaVersion] = []
         table_id = fake_table_id(origin.schema, origin.table)
-        texts = self._text_table_infos(definitions, where)
         segment_of = []
         column_ids: dict[str, int] = {}  # by name, so that a dropped column does not shift the others
         for i, definition in enumerate(definitions):
@@ -334,18 +341,14 @@ class StorageSource(Source[StorageWindow]):
         return versions, segment_of
 
     def _text_table_infos(
-        self, definitions: Sequence[TableDefinition], where: str
+        self, definitions: Sequence[TableDefinition], since: int, where: str
     ) -> list[dict[str, Any] | None]:
-        """Per definition what its DDL text (and the upstream, for a table that predates the changefeed) says,
-        needed only when some ENUM/SET column lacks its element names (`elements`)."""
-        if not any(lacks_elements(d) for d in definitions):
-            return [None] * len(definitions)
-        first = definitions[0]
-        upstream = None
-        if self.upstream is not None and not first.query.strip().upper().startswith("CREATE"):
-            key = (first.schema, first.table)
-            upstream = upstream_table_infos(self.upstream, {key: first.table_version}).get(key)
-        return text_table_infos(definitions, upstream, where)
+        """Per definition from `since` on, what its DDL text (and the upstream, for a table that predates the
+        changefeed) says, needed only when some ENUM/SET column lacks its element names (`elements`)."""
+        if not any(lacks_elements(d) for d in definitions[since:]):
+            return [None] * (len(definitions) - since)
+        upstream_at = partial(_upstream_table_info, self.upstream) if self.upstream is not None else None
+        return text_table_infos_from(definitions, since, upstream_at, where)
 
     def _check_data_folders(self, listing: TableListing, versions: Sequence[int], resolved: int) -> None:
         for folder in listing.data:
@@ -507,6 +510,12 @@ def _tail(path: str) -> str:
     """The path without its scheme and authority, percent-decoded (Spark's binaryFile reader and Hadoop's
     listing spell URIs differently: `file:///` or `file:/`, `%20` or a space)."""
     return unquote(re.sub(r"^[a-z0-9]+:(//[^/]*)?", "", path))
+
+
+def _upstream_table_info(upstream: UpstreamConfig, definition: TableDefinition) -> dict[str, Any] | None:
+    """The upstream's TableInfo of `definition`'s table, in force at its version (on TiDB)."""
+    key = (definition.schema, definition.table)
+    return upstream_table_infos(upstream, {key: definition.table_version}).get(key)
 
 
 def _with_database_drops(
