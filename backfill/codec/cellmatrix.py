@@ -399,8 +399,8 @@ class RowParser:
         pos_type = cells.start.dtype
         ends = np.zeros((r, nn_width + 1), pos_type)  # column 0: the start of the first value
         ends[:, 1:] = values.le_words(starts + 6 + id_size * total, nn_width, off_size)
-        if nn_width > 1:
-            bad |= (is_nn[:, 1:nn_width] & (ends[:, 2:] < ends[:, 1:-1])).any(axis=1)
+        if nn_width:  # from the first value's start (0) on; an offset past the position type wraps negative
+            bad |= (is_nn[:, :nn_width] & (ends[:, 1:] < ends[:, :-1])).any(axis=1)
         data_start = starts + header
         data_end = data_start + ends[np.arange(r), n_nn]
         rest = starts + lengths - data_end

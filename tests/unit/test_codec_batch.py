@@ -201,3 +201,35 @@ def test_float_cell_beyond_float_range_reads_as_infinity():
     assert decoded.fallback_rows == 0
     rows = decode_batch(_float_table("float"), _batch(keys, values)).column("f").to_pylist()
     assert rows == [float("inf"), float("-inf"), 1.5, float("inf")]
+
+
+def test_first_value_offset_past_two_gib_is_a_bad_row_not_a_huge_allocation():
+    """A corrupted large-format v2 row whose first 4-byte end offset has its high bit set: as a 32-bit
+    position it wraps negative, and only the offsets after it were checked for going backwards, so the
+    batch path sized a gather by it (GiBs) instead of raising the per-row path's error (a hypothesis
+    find)."""
+    schema = TableSchema.from_table_info(
+        table_info(
+            73,
+            "texts",
+            [
+                column_info(1, "id", "bigint", primary_key=True),
+                column_info(2, "a", "varchar(20)"),
+                column_info(3, "b", "varchar(20)"),
+            ],
+            pk="int",
+        )
+    )
+    # version 128, flags 1 (large: 4-byte ids and offsets), 2 not-null ids, 0 NULL ids, ids 2 and 3,
+    # end offsets 0xCB000001 and 7, then 7 bytes of data
+    header = bytes([128, 1]) + (2).to_bytes(2, "little") + (0).to_bytes(2, "little")
+    ids = (2).to_bytes(4, "little") + (3).to_bytes(4, "little")
+    value = header + ids + (0xCB000001).to_bytes(4, "little") + (7).to_bytes(4, "little") + b"abcdefg"
+    good = encode_row(schema, {2: "x", 3: "y"})
+    batch = _batch([record_key(73, 1), record_key(73, 2)], [good, value])
+    with pytest.raises(CodecError) as per_row:
+        decode_batch_rowwise(schema, batch)
+    with pytest.raises(CodecError) as batched:
+        decode_batch(schema, batch)
+    assert (batched.value.reason, batched.value.handle) == (per_row.value.reason, 2)
+    assert "backwards" in per_row.value.reason
