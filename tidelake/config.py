@@ -492,7 +492,7 @@ class TidelakeConfig:
         from_upstream = initial is not None and initial.upstream_tso is not None
         if from_upstream and (self.upstream is None or self.upstream.kind == "files"):
             raise ValueError(
-                "source.initial: upstream_tso reads the [upstream] database; give [upstream] with kind = "
+                "source.initial.upstream_tso reads the [upstream] database; give [upstream] with kind = "
                 "'tidb', 'mysql' or 'mariadb'"
             )
         if self.upstream is not None and self.reconcile.upstream == _DEFAULT_RECONCILE_UPSTREAM:
