@@ -7,6 +7,14 @@ header of the column names unless `--no-header`, lines ending in `\\r\\n`. Insid
 backslash escapes the next byte (`\\0` NUL, `\\n` LF, `\\r` CR, `\\t` TAB, `\\Z` 0x1A, anything else
 itself), or with `--csv-backslash-escape=false` the delimiter is doubled. Binary values are written as
 their raw bytes; every other text is UTF-8. TIMESTAMP values are UTC (Dumpling sets `time_zone = '+00:00'`).
+
+Dumpling's SQL (`--filetype sql`, pingcap/tidb `pkg/dumpformat/sqlfile`): after its `/*!40101 SET NAMES
+binary*/;` line, statements `INSERT INTO `t` VALUES` + one `(...)` tuple a line, joined by `,\\n`, ended by
+`;\\n`, a new statement every `--statement-size` bytes (a column list after the table when the table has
+generated columns). Values: numbers bare, NULL, strings, dates and JSON in `'` with backslash escapes (`\\0`
+`\\n` `\\r` `\\\\` `\\'` `\\"` `\\Z`; with `--escape-backslash=false` only `''`), BLOB, BINARY, VARBINARY and BIT
+as `x'<hex>'`. Other tools' `_binary '...'`, `X'..'`, `0x..` and `b'..'` literals are read too. Each
+value becomes the bytes the CSV file would hold, so both files are typed alike.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from backfill.sources.ticdc.text_values import TextDialect
 from tidelake.config import InitialLoadConfig
 from tidelake.errors import InputError
 
-_ESCAPES = {ord("0"): b"\x00", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("Z"): b"\x1a"}
+_ESCAPES = {
+    ord("0"): b"\x00", ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t", ord("Z"): b"\x1a", ord("b"): b"\x08"
+}  # fmt: skip
 _DECOMPRESS = {
     "gz": cramjam.gzip.decompress,
     "zst": cramjam.zstd.decompress,
@@ -76,21 +86,123 @@ def parse_csv(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, w
                     "taken with --no-header: header = false in [source.initial])"
                 )
             continue
-        if len(fields) != len(names):
-            raise InputError(f"{where}:{line}: {len(fields)} fields, the table has {len(names)} columns")
-        rows.ops.append("PUT")
-        rows.lines.append(line)
-        for i, value in enumerate(fields):
-            if value is None:
-                rows.values[i].append(None)
-            elif binary[i]:
-                rows.values[i].append(value.decode("latin-1"))
-            else:
-                try:
-                    rows.values[i].append(value.decode("utf-8"))
-                except UnicodeDecodeError:
-                    raise InputError(f"{where}:{line}: column {names[i]!r} is not UTF-8 text") from None
+        _add_row(rows, fields, names, binary, where, line)
     return rows
+
+
+def _add_row(
+    rows: ParsedRows, fields: list[bytes | None], names: list[str], binary: list[bool], where: str, line: int
+) -> None:
+    """One record's fields (bytes as the CSV file holds them, None for NULL) as texts: binary columns
+    one Latin-1 character per byte, every other column UTF-8 (CSV and SQL files alike)."""
+    if len(fields) != len(names):
+        raise InputError(f"{where}:{line}: {len(fields)} fields, the table has {len(names)} columns")
+    rows.ops.append("PUT")
+    for i, value in enumerate(fields):
+        if value is None:
+            rows.values[i].append(None)
+        elif binary[i]:
+            rows.values[i].append(value.decode("latin-1"))
+        else:
+            try:
+                rows.values[i].append(value.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise InputError(f"{where}:{line}: column {names[i]!r} is not UTF-8 text") from None
+    rows.lines.append(line)
+
+
+_INSERT = re.compile(
+    rb"INSERT\s+INTO\s+(?:`(?:[^`]|``)+`|\w+)(?:\.(?:`(?:[^`]|``)+`|\w+))?\s*(?:\(([^)]*)\))?\s*VALUES\s*\(",
+    re.I,
+)
+_LF = b"\n"
+_BETWEEN = re.compile(rb"(?:\s+|/\*.*?\*/;?|--[^\n]*(?:\n|$))*", re.S)  # blanks, comments, `/*!..*/;`
+_AFTER_TUPLE = re.compile(rb"\s*([,;])\s*(\()?")
+_STRING = {  # a quoted string's body, by --escape-backslash
+    True: rb"'((?:[^'\\]|\\.|'')*)'",
+    False: rb"'((?:[^']|'')*)'",
+}
+_VALUE = {
+    escape: re.compile(
+        rb"\s*(?:(NULL)|(?:_[A-Za-z0-9]+\s*)?" + _STRING[escape] + rb"|[xX]'([0-9A-Fa-f]*)'|0x([0-9A-Fa-f]+)"
+        rb"|[bB]'([01]*)'|([-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?))\s*([,)])",
+        re.S | re.I,
+    )
+    for escape in (True, False)
+}
+
+
+def parse_sql(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, where: str) -> ParsedRows:
+    """The rows of one `--filetype sql` data file (its INSERT statements), each value the bytes the CSV
+    file would hold; a cut statement or an unreadable value raise InputError naming `where`:line."""
+    names = [c.name for c in schema.columns]
+    binary = [c.kind in (ColumnKind.BINARY,) for c in schema.columns]
+    value = _VALUE[dialect.csv_backslash_escape]
+    rows = ParsedRows.for_columns(len(names))
+    pos, line, counted, n = 0, 1, 0, len(content)
+
+    def here(at: int) -> str:
+        return f"{where}:{line + content.count(_LF, counted, at)}"
+
+    while True:
+        pos = _BETWEEN.match(content, pos).end()  # type: ignore[union-attr]  # matches "" at least
+        if pos >= n:
+            return rows
+        statement = _INSERT.match(content, pos)
+        if statement is None:
+            raise InputError(f"{here(pos)}: not an INSERT statement: {content[pos : pos + 40]!r}")
+        if statement.group(1) is not None:
+            listed = [
+                c.strip().strip(b"`").decode("utf-8", "replace") for c in statement.group(1).split(b",")
+            ]
+            if listed != names:
+                raise InputError(f"{here(pos)}: the statement's columns {listed} are not the table's {names}")
+        pos = statement.end()
+        while True:  # one tuple, its opening parenthesis read
+            line, counted = line + content.count(_LF, counted, pos), pos
+            fields: list[bytes | None] = []
+            while True:
+                match = value.match(content, pos)
+                if match is None:
+                    if content.find(_LF, pos) < 0:
+                        raise InputError(f"{here(pos)}: the statement is not finished (a cut file)")
+                    raise InputError(
+                        f"{here(pos)}: unexpected text in a VALUES tuple: {content[pos : pos + 40]!r}"
+                    )
+                fields.append(_sql_value(match, dialect.csv_backslash_escape))
+                pos = match.end()
+                if match.group(7) == b")":
+                    break
+            _add_row(rows, fields, names, binary, where, line)
+            after = _AFTER_TUPLE.match(content, pos)
+            if after is None or (after.group(1) == b"," and after.group(2) is None):
+                raise InputError(f"{here(pos)}: the statement is not finished (a cut file)")
+            pos = after.end()
+            if after.group(1) == b";":
+                if after.group(2) is not None:
+                    raise InputError(f"{here(pos)}: a tuple after the end of the statement")
+                break
+
+
+def _sql_value(match: re.Match[bytes], backslash_escape: bool) -> bytes | None:
+    """A SQL literal as the bytes the CSV file holds (None for NULL)."""
+    null, string, x_hex, zero_x, bits, number, _ = match.groups()
+    if null is not None:
+        return None
+    if string is not None:
+        if backslash_escape:
+            if b"\\" not in string and b"''" not in string:
+                return bytes(string)
+            return re.sub(
+                rb"\\(.)|''", lambda m: _ESCAPES.get(m.group(1)[0], m.group(1)) if m.group(1) else b"'", string,
+                flags=re.S,
+            )  # fmt: skip
+        return string.replace(b"''", b"'")
+    if x_hex is not None or zero_x is not None:
+        return bytes.fromhex((x_hex if x_hex is not None else zero_x).decode())
+    if bits is not None:
+        return int(bits, 2).to_bytes((len(bits) + 7) // 8, "big") if bits else b""
+    return bytes(number)
 
 
 def typed_rows(rows: ParsedRows, schema: TableSchema, tso: int, where: str, stats: DecodeStats) -> pa.Table:
