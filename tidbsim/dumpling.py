@@ -21,6 +21,11 @@ from typing import Any
 import cramjam
 import pyarrow as pa
 
+from tidbsim.config import DumplingExport
+from tidbsim.expected import table_at
+from tidbsim.world import World
+
+DUMPLING_DIR = "dumpling"  # under a simulation's output: one folder per `DumplingExport`
 _ESCAPED = {0: b"\\0", 10: b"\\n", 13: b"\\r", 26: b"\\Z", 34: b'\\"', 92: b"\\\\"}
 _SQL_ESCAPED = {**_ESCAPED, 39: b"\\'"}
 _COMPRESS: dict[str, Callable[[bytes], Any]] = {
@@ -78,6 +83,23 @@ def write_export(
                 content, name = bytes(_COMPRESS[compression](content)), f"{name}.{compression}"
             (out / name).write_bytes(content)
     return out
+
+
+def write_world_export(out: Path, export: DumplingExport, world: World, ts: int) -> Path:
+    """Export every table of the simulated upstream as it stood at `ts` (the world's expected state)."""
+    tables = [
+        ExportedTable(
+            version.db,
+            version.name,
+            version.create_sql(),
+            table_at(world, version, ts),
+        )
+        for version in world.catalog.tables_at(ts)
+    ]
+    return write_export(
+        out, ts, tables, header=export.header, compression=export.compression,
+        rows_per_file=export.rows_per_file, file_type=export.file_type,
+    )  # fmt: skip
 
 
 def _insert_statements(table: str, names: list[str], rows: list[dict[str, Any]], per_statement: int) -> bytes:

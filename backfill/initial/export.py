@@ -75,7 +75,7 @@ def parse_csv(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, w
     NULL); a cut line, a record with the wrong number of fields or an unknown header raise InputError
     naming `where`:line."""
     names = [c.name for c in schema.columns]
-    binary = [c.kind in (ColumnKind.BINARY,) for c in schema.columns]
+    kinds = [c.kind for c in schema.columns]
     rows = ParsedRows.for_columns(len(names))
     for line, fields in _records(content, dialect, where):
         if line == 1 and dialect.header:
@@ -86,23 +86,31 @@ def parse_csv(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, w
                     "taken with --no-header: header = false in [source.initial])"
                 )
             continue
-        _add_row(rows, fields, names, binary, where, line)
+        _add_row(rows, fields, names, kinds, where, line)
     return rows
 
 
 def _add_row(
-    rows: ParsedRows, fields: list[bytes | None], names: list[str], binary: list[bool], where: str, line: int
+    rows: ParsedRows,
+    fields: list[bytes | None],
+    names: list[str],
+    kinds: list[ColumnKind],
+    where: str,
+    line: int,
 ) -> None:
     """One record's fields (bytes as the CSV file holds them, None for NULL) as texts: binary columns
-    one Latin-1 character per byte, every other column UTF-8 (CSV and SQL files alike)."""
+    one Latin-1 character per byte, BIT (its bytes, big-endian) as its number, every other column UTF-8
+    (CSV and SQL files alike)."""
     if len(fields) != len(names):
         raise InputError(f"{where}:{line}: {len(fields)} fields, the table has {len(names)} columns")
     rows.ops.append("PUT")
     for i, value in enumerate(fields):
         if value is None:
             rows.values[i].append(None)
-        elif binary[i]:
+        elif kinds[i] is ColumnKind.BINARY:
             rows.values[i].append(value.decode("latin-1"))
+        elif kinds[i] is ColumnKind.BIT:
+            rows.values[i].append(str(int.from_bytes(value, "big")))
         else:
             try:
                 rows.values[i].append(value.decode("utf-8"))
@@ -136,7 +144,7 @@ def parse_sql(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, w
     """The rows of one `--filetype sql` data file (its INSERT statements), each value the bytes the CSV
     file would hold; a cut statement or an unreadable value raise InputError naming `where`:line."""
     names = [c.name for c in schema.columns]
-    binary = [c.kind in (ColumnKind.BINARY,) for c in schema.columns]
+    kinds = [c.kind for c in schema.columns]
     value = _VALUE[dialect.csv_backslash_escape]
     rows = ParsedRows.for_columns(len(names))
     pos, line, counted, n = 0, 1, 0, len(content)
@@ -173,7 +181,7 @@ def parse_sql(content: bytes, schema: TableSchema, dialect: InitialLoadConfig, w
                 pos = match.end()
                 if match.group(7) == b")":
                     break
-            _add_row(rows, fields, names, binary, where, line)
+            _add_row(rows, fields, names, kinds, where, line)
             after = _AFTER_TUPLE.match(content, pos)
             if after is None or (after.group(1) == b"," and after.group(2) is None):
                 raise InputError(f"{here(pos)}: the statement is not finished (a cut file)")
