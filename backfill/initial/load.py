@@ -18,6 +18,7 @@ from backfill.apply.merge import create_table
 from backfill.codec import DecodeStats, TableSchema
 from backfill.initial.export import decompressed, parse_csv, parse_sql, table_schema, typed_rows
 from backfill.sources.base import CheckpointBook, StageClock
+from backfill.sources.storage.source import local_file, read_local
 from backfill.tables import identity_without_handle, table_matches
 from tidelake import conventions, delta, fs
 from tidelake.conventions import COMMIT_TS
@@ -127,11 +128,31 @@ def _tables_to_load(
 def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, tso: int) -> DataFrame | None:
     """The table's rows, typed as its Delta columns, one Spark task per data file (CSV or INSERT
     statements, decoded on the executors); None when the export holds no data file for it (an empty
-    table)."""
+    table). A local file is read by its task itself (no trip through the JVM's binaryFile reader and a
+    shuffle, as the storage source does); other file systems go through binaryFile."""
     if not table.files:
         return None
     schema = table.schema
     ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(COMMIT_TS)} BIGINT"
+
+    def typed(path: str, content: bytes, stats: DecodeStats) -> Iterator[pa.RecordBatch]:
+        try:
+            text = decompressed(content, compression_of(path), path)
+            parse = parse_sql if file_type_of(path) == "sql" else parse_csv  # --filetype
+            yield from typed_rows(parse(text, schema, initial, path), schema, tso, path, stats).to_batches()
+        except InputError as exc:
+            raise in_task(str(exc)) from None
+
+    files = table.files
+    if all(local_file(path) is not None for path in files):
+
+        def read_and_decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            stats = DecodeStats()
+            for batch in batches:
+                for index in batch.column("id").to_pylist():
+                    yield from typed(files[index], read_local(files[index]), stats)
+
+        return spark.range(len(files), numPartitions=len(files)).mapInArrow(read_and_decode, ddl)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stats = DecodeStats()
@@ -139,14 +160,7 @@ def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, t
             for path, content in zip(
                 batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
             ):
-                try:
-                    text = decompressed(content, compression_of(path), path)
-                    parse = parse_sql if file_type_of(path) == "sql" else parse_csv  # --filetype
-                    yield from typed_rows(
-                        parse(text, schema, initial, path), schema, tso, path, stats
-                    ).to_batches()
-                except InputError as exc:
-                    raise in_task(str(exc)) from None
+                yield from typed(path, content, stats)
 
     raw = spark.read.format("binaryFile").load(list(table.files))
     return raw.repartition(max(1, len(table.files))).select("path", "content").mapInArrow(decode, ddl)
