@@ -78,15 +78,15 @@ class SourceKind(Protocol):
 @dataclass(frozen=True)
 class InitialLoadConfig:
     """`[source.initial]`: the consistent snapshot a TiCDC job's tables start from (docs/architecture.md
-    "Starting from a snapshot"). `dumpling` is the folder of a Dumpling export (`--filetype csv` or
-    `sql`), any Hadoop file system URI; the CSV keys are Dumpling's options as the export was taken."""
+    "Starting from a snapshot"). `dumpling` is the folder of a Dumpling export (`--filetype csv`), any
+    Hadoop file system URI; the CSV keys are Dumpling's options as the export was taken."""
 
     dumpling: str
     csv_separator: str = ","
     csv_delimiter: str = '"'
     csv_null_value: str = "\\N"
     header: bool = True  # False: the export was taken with --no-header
-    csv_backslash_escape: bool = True  # Dumpling's --escape-backslash (CSV and SQL files)
+    csv_backslash_escape: bool = True
 
     def __post_init__(self) -> None:
         if not self.dumpling:
