@@ -7,7 +7,14 @@ folders TiCDC storage-sink changefeeds (CSV, canal-json) would write, ``<out>/st
 (:mod:`tidbsim.storage_sink`). Deterministic for a seed.
 """
 
-from tidbsim.config import DDL_KINDS, ScanSummary, SimulationConfig, SimulationResult, StorageSink
+from tidbsim.config import (
+    DDL_KINDS,
+    DumplingExport,
+    ScanSummary,
+    SimulationConfig,
+    SimulationResult,
+    StorageSink,
+)
 from tidbsim.engine import simulate
 from tidbsim.expected import load_expected, load_index
 from tidbsim.storage_codec import CsvOptions
@@ -16,6 +23,7 @@ from tidbsim.storage_sink import storage_sink_flushes, write_storage_sink
 __all__ = [
     "DDL_KINDS",
     "CsvOptions",
+    "DumplingExport",
     "ScanSummary",
     "SimulationConfig",
     "SimulationResult",

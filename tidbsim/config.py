@@ -35,6 +35,30 @@ COLLATIONS: tuple[str, ...] = ("utf8mb4_general_ci", "utf8mb4_unicode_ci", "utf8
 
 
 FLAVORS = ("tiflow", "ticdc")
+FILE_TYPES = ("csv", "sql")
+
+
+@dataclass(frozen=True)
+class DumplingExport:
+    """A Dumpling export of the upstream at the resolved ts of scan `scan` (0: the first), written to
+    ``<out>/dumpling/<name>/`` (`tidbsim.dumpling`), Dumpling's options as named."""
+
+    name: str
+    scan: int = 0
+    file_type: str = "csv"  # --filetype
+    header: bool = True  # False: --no-header
+    compression: str | None = None  # --compress: gz, zst, snappy
+    rows_per_file: int = 40
+
+    def __post_init__(self) -> None:
+        if self.file_type not in FILE_TYPES:
+            raise ValueError(f"file_type must be one of {FILE_TYPES}, got {self.file_type!r}")
+        if self.compression not in (None, "gz", "zst", "snappy"):
+            raise ValueError(f"compression must be gz, zst or snappy, got {self.compression!r}")
+        if self.scan < 0 or self.rows_per_file < 1 or not self.name or "/" in self.name:
+            raise ValueError(f"a bad export: {self}")
+
+
 DATE_SEPARATORS = {"none": "", "year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d"}
 
 
@@ -63,6 +87,8 @@ class StorageSink:
     from_creation: bool = False
     """Start the changefeed before the databases exist (CREATE DATABASE/TABLE schema files), not at the
     initial snapshot ts."""
+    start_ts: int | None = None
+    """`--start-ts` (e.g. a Dumpling export's TSO); None: the initial snapshot ts (or creation)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -139,6 +165,8 @@ class SimulationConfig:
     """Also spool the changes TiCDC would see to ``<out>/ticdc/changes.pkl`` (for the Kafka messages)."""
     storage_sinks: tuple[StorageSink, ...] = ()
     """TiCDC storage-sink changefeeds to write, each to ``<out>/storage/<protocol>/`` (implies the log)."""
+    dumpling_exports: tuple[DumplingExport, ...] = ()
+    """Dumpling exports of the upstream at a scan's resolved ts (the snapshot a changefeed starts from)."""
     rows_per_file: int = 1_000_000
     row_group_size: int = 65_536
     seed_rows_per_txn: int = 25
@@ -151,6 +179,7 @@ class SimulationConfig:
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "ddl_kinds", tuple(self.ddl_kinds))
         object.__setattr__(self, "storage_sinks", tuple(self.storage_sinks))
+        object.__setattr__(self, "dumpling_exports", tuple(self.dumpling_exports))
         object.__setattr__(self, "collation_tables", tuple(self.collation_tables))
         odd = sorted(set(self.collation_tables) - set(COLLATIONS))
         if odd or len(set(self.collation_tables)) != len(self.collation_tables):

@@ -19,6 +19,7 @@ from tidbsim.capture import Capture
 from tidbsim.changelog import CHANGELOG_PATH, ChangeLog
 from tidbsim.config import ScanSummary, SimulationConfig, SimulationResult
 from tidbsim.ddl import DdlRunner, partition_width
+from tidbsim.dumpling import DUMPLING_DIR, write_world_export
 from tidbsim.expected import write_expected, write_index
 from tidbsim.rng import SimRandom
 from tidbsim.store import Store
@@ -274,6 +275,9 @@ class Engine:
         scan_resolved = cap.resolved_ts(by_table)
         self.resolved = max(self.resolved, scan_resolved)
         write_expected(cfg.out, scan_id, w, self.resolved)
+        for export in cfg.dumpling_exports:
+            if export.scan == len(self.index):
+                write_world_export(cfg.out / DUMPLING_DIR / export.name, export, w, self.resolved)
         # The next capture's checkpoint is at least resolved - span // 2 (see the top of this method):
         # versions no read at that ts can see go now, so the store holds about one window, not two.
         w.store.gc(self.resolved - (self.resolved - checkpoint) // 2)

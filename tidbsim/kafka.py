@@ -76,6 +76,9 @@ class Changefeed:
     restarts: int = 1
     late_restarts: int = 0
     from_creation: bool = False
+    start_ts: int | None = (
+        None  # `--start-ts` (e.g. a Dumpling export's TSO); None: the first scan's checkpoint
+    )
     seed: int = 0
     protocol: str = "open-protocol"  # or canal-json (enable-tidb-extension=true)
 
@@ -200,7 +203,9 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     if not scans:
         return
     start_ts = 0 if feed.from_creation else scans[0]["checkpoint_ts"]
-    marks = sorted({s["resolved_ts"] for s in scans})
+    if feed.start_ts is not None:
+        start_ts = feed.start_ts
+    marks = sorted({s["resolved_ts"] for s in scans if s["resolved_ts"] >= start_ts})
     final = marks[-1]
     rng = random.Random(feed.seed)
     dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)

@@ -370,6 +370,8 @@ def storage_sink_flushes(out: str | Path, sink: StorageSink, dest: str | Path | 
     if not scans:
         return
     start_ts = 0 if sink.from_creation else scans[0]["checkpoint_ts"]
+    if sink.start_ts is not None:
+        start_ts = sink.start_ts
     marks = sorted({s["resolved_ts"] for s in scans})
     final = marks[-1]
     rng = random.Random(sink.seed)

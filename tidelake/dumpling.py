@@ -8,6 +8,7 @@ Layout:
     <db>-schema-create.sql        CREATE DATABASE
     <db>.<table>-schema.sql       CREATE TABLE
     <db>.<table>.<NNNNNNNNN>.csv  data (or `<db>.<table>.csv`; `.csv.gz`, `.csv.zst`, `.csv.snappy` too)
+    <db>.<table>.<NNNNNNNNN>.sql  data of an export taken with `--filetype sql` (INSERT statements)
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from tidelake.errors import InputError
 
 METADATA = "metadata"
-_DATA_FILE = re.compile(r"^(?P<stem>.+?)(?:\.(?P<index>\d+))?\.csv(?:\.(?P<codec>[a-z0-9]+))?$")
+_DATA_FILE = re.compile(r"^(?P<stem>.+?)(?:\.(?P<index>\d+))?\.(?P<type>csv|sql)(?:\.(?P<codec>[a-z0-9]+))?$")
 _SCHEMA_FILE = re.compile(r"^(?P<db>[^.]+)\.(?P<table>.+)-schema\.sql$")
 
 
@@ -78,13 +79,14 @@ def schema_files(names: Sequence[str]) -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
-def data_files(names: Sequence[str], db: str, table: str) -> list[str]:
-    """The CSV files of one table among a folder's file names, in index order."""
+def data_files(names: Sequence[str], db: str, table: str, file_types: Sequence[str] = ("csv",)) -> list[str]:
+    """The data files of one table among a folder's file names, in index order: its CSV files, or those
+    of the `file_types` given (`csv`, `sql`)."""
     stem = f"{db}.{table}"
     found = []
     for name in names:
         match = _DATA_FILE.match(name)
-        if match and match.group("stem") == stem:
+        if match and match.group("stem") == stem and match.group("type") in file_types:
             found.append((int(match.group("index") or 0), name))
     return [name for _, name in sorted(found)]
 
@@ -93,3 +95,9 @@ def compression_of(name: str) -> str | None:
     """The compression a data file's name says (`gz`, `zst`, `snappy`), None for a plain file."""
     match = _DATA_FILE.match(name.rsplit("/", 1)[-1])
     return match.group("codec") if match else None
+
+
+def file_type_of(name: str) -> str | None:
+    """What a data file's name says it holds: `csv`, `sql` (INSERT statements), None for neither."""
+    match = _DATA_FILE.match(name.rsplit("/", 1)[-1])
+    return match.group("type") if match else None

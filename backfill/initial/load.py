@@ -16,12 +16,20 @@ from typing import TYPE_CHECKING
 
 from backfill.apply.merge import create_table
 from backfill.codec import DecodeStats, TableSchema
-from backfill.initial.export import decompressed, parse_csv, table_schema, typed_rows
+from backfill.initial.export import decompressed, parse_csv, parse_sql, table_schema, typed_rows
 from backfill.sources.base import CheckpointBook, StageClock
+from backfill.sources.storage.source import local_file, read_local
 from backfill.tables import identity_without_handle, table_matches
 from tidelake import conventions, delta, fs
 from tidelake.conventions import COMMIT_TS
-from tidelake.dumpling import METADATA, compression_of, data_files, schema_files, snapshot_tso
+from tidelake.dumpling import (
+    METADATA,
+    compression_of,
+    data_files,
+    file_type_of,
+    schema_files,
+    snapshot_tso,
+)
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
 from tidelake.sqlident import quote_ident
@@ -106,7 +114,6 @@ def _tables_to_load(
     spark: SparkSession, export: str, patterns: tuple[str, ...], book: CheckpointBook
 ) -> list[ExportTable]:
     names = [status.name for status in fs.list_dir(spark, export) if not status.is_dir]
-    sql_data = [n for n in names if n.endswith((".sql", ".sql.gz", ".sql.zst", ".sql.snappy"))]
     found = []
     for db, table, file in schema_files(names):
         if not table_matches(patterns, db, table):
@@ -114,26 +121,41 @@ def _tables_to_load(
         path = book.path(db, table)
         if book.recorded_at(path) is not None:
             continue  # started already (this export, or its changes since)
-        inserts = [n for n in sql_data if n.startswith(f"{db}.{table}.") and not n.endswith("-schema.sql")]
-        if inserts:
-            raise InputError(
-                f"{fs.join(export, inserts[0])}: a `--filetype sql` data file; the initial load reads "
-                "Dumpling's CSV only (export with --filetype csv)"
-            )
         where = fs.join(export, file)
         schema = table_schema(fs.read_text(spark, where), db, table, where)
-        files = tuple(fs.join(export, name) for name in data_files(names, db, table))
+        files = tuple(fs.join(export, name) for name in data_files(names, db, table, ("csv", "sql")))
         found.append(ExportTable(schema, path, files))
     return found
 
 
 def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, tso: int) -> DataFrame | None:
-    """The table's rows, typed as its Delta columns, one Spark task per data file (decoded on the
-    executors); None when the export holds no data file for it (an empty table)."""
+    """The table's rows, typed as its Delta columns, one Spark task per data file (CSV or INSERT
+    statements, decoded on the executors); None when the export holds no data file for it (an empty
+    table). A local file is read by its task itself (no trip through the JVM's binaryFile reader and a
+    shuffle, as the storage source does); other file systems go through binaryFile."""
     if not table.files:
         return None
     schema = table.schema
     ddl = f"{schema.spark_ddl.replace(' NOT NULL', '')}, {quote_ident(COMMIT_TS)} BIGINT"
+
+    def typed(path: str, content: bytes, stats: DecodeStats) -> Iterator[pa.RecordBatch]:
+        try:
+            text = decompressed(content, compression_of(path), path)
+            parse = parse_sql if file_type_of(path) == "sql" else parse_csv  # --filetype
+            yield from typed_rows(parse(text, schema, initial, path), schema, tso, path, stats).to_batches()
+        except InputError as exc:
+            raise in_task(str(exc)) from None
+
+    files = table.files
+    if all(local_file(path) is not None for path in files):
+
+        def read_and_decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            stats = DecodeStats()
+            for batch in batches:
+                for index in batch.column("id").to_pylist():
+                    yield from typed(files[index], read_local(files[index]), stats)
+
+        return spark.range(len(files), numPartitions=len(files)).mapInArrow(read_and_decode, ddl)
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stats = DecodeStats()
@@ -141,13 +163,7 @@ def _rows(spark: SparkSession, table: ExportTable, initial: InitialLoadConfig, t
             for path, content in zip(
                 batch.column("path").to_pylist(), batch.column("content").to_pylist(), strict=True
             ):
-                try:
-                    text = decompressed(content, compression_of(path), path)
-                    yield from typed_rows(
-                        parse_csv(text, schema, initial, path), schema, tso, path, stats
-                    ).to_batches()
-                except InputError as exc:
-                    raise in_task(str(exc)) from None
+                yield from typed(path, content, stats)
 
     raw = spark.read.format("binaryFile").load(list(table.files))
     return raw.repartition(max(1, len(table.files))).select("path", "content").mapInArrow(decode, ddl)

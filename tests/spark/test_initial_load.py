@@ -35,7 +35,9 @@ KINDS_SQL = (
 )
 
 
-def export(tmp_path: Path, *, header: bool = True, compression: str | None = None) -> Path:
+def export(
+    tmp_path: Path, *, header: bool = True, compression: str | None = None, file_type: str = "csv"
+) -> Path:
     users = pa.table({"id": [1, 2, 3], "name": ['a,"q"', None, "x\ny\\"], "score": [10, 20, 30]})
     kinds = pa.table(
         {
@@ -52,8 +54,9 @@ def export(tmp_path: Path, *, header: bool = True, compression: str | None = Non
         ExportedTable("app", "untracked", USERS_SQL.replace("`users`", "`untracked`"), users),
     ]
     return write_export(
-        tmp_path / "dump", TSO, tables, header=header, compression=compression, rows_per_file=2
-    )
+        tmp_path / "dump", TSO, tables, header=header, compression=compression, rows_per_file=2,
+        file_type=file_type,
+    )  # fmt: skip
 
 
 def job(tmp_path: Path, dump: Path, extra: str = "") -> Path:
@@ -74,9 +77,13 @@ def sink(tmp_path: Path, start: int = 100) -> None:
     folder.checkpoint(200)
 
 
-def test_tables_start_from_the_export_and_continue_from_its_tso(spark, tmp_path, capsys) -> None:
+@pytest.mark.parametrize(("file_type", "compression"), [("csv", "gz"), ("sql", "snappy")])
+def test_tables_start_from_the_export_and_continue_from_its_tso(
+    spark, tmp_path, capsys, file_type, compression
+) -> None:
+    """CSV or INSERT statements (`--filetype sql`), typed alike."""
     sink(tmp_path)
-    conf = job(tmp_path, export(tmp_path, compression="gz"))
+    conf = job(tmp_path, export(tmp_path, compression=compression, file_type=file_type))
     result = run_backfill(spark, load_config(conf))
     assert result.resolved_ts == 200
     users = str(tmp_path / "wh" / "app" / "users")
@@ -110,14 +117,18 @@ def test_tables_start_from_the_export_and_continue_from_its_tso(spark, tmp_path,
         ("cut", ("app.users.000001.csv:2", "no line end")),
         ("schema", ("app.users-schema.sql", "CREATE TABLE cannot be read")),
         ("metadata", ("metadata", "no snapshot TSO")),
+        ("cut-sql", ("app.users.000000001.sql:3", "the statement is not finished")),
     ],
 )
 def test_bad_export_exits_2_naming_the_file_and_commits_nothing(
     spark, tmp_path, capsys, damage, needles
 ) -> None:
     sink(tmp_path)
-    dump = export(tmp_path, header=False)
-    if damage == "cut":
+    dump = export(tmp_path, header=False, file_type="sql" if damage == "cut-sql" else "csv")
+    if damage == "cut-sql":
+        data = dump / "app.users.000000001.sql"
+        data.write_bytes(data.read_bytes()[:-5])
+    elif damage == "cut":
         data = dump / "app.users.000000001.csv"
         data.write_bytes(data.read_bytes()[:-3])
         needles = ("app.users.000000001.csv:1", "no line end")

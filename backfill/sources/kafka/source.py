@@ -134,6 +134,9 @@ class _Plan:
     row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
     # per partition: re-sent changes read (skipped), and those of them no earlier run read
     resent: dict[broker.TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    # per partition: the offset and ts of its first resolved event read, and its lowest change ts read
+    first_resolved: dict[broker.TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    first_change: dict[broker.TopicPartition, int] = field(default_factory=dict)
 
 
 class KafkaSource(Source[KafkaWindow]):
@@ -195,6 +198,7 @@ class KafkaSource(Source[KafkaWindow]):
         ends = {tp: end for tp, (_, end) in ranges.items()}
         with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
             plan = _survey(events, start.sent)
+        _check_continuity_from_snapshot(existing, plan)
         kept = None if events is None else events.filter(~resent_changes(start.sent, plan.split_watermarks))
         skipped = tuple((t, p, plan.resent[(t, p)][0]) for t, p in sorted(plan.resent))
         watermarks, done = progress.completeness(partitions, start.watermarks, plan.seen_watermarks)
@@ -547,13 +551,21 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
     marks = (
         events.filter(kind == RESOLVED)
         .groupBy("topic", "partition", "split")
-        .agg(F.max("ts").alias("ts"))
+        .agg(
+            F.max("ts").alias("ts"),
+            F.min("offset").alias("first"),
+            F.min_by("ts", "offset").alias("first_ts"),
+        )
         .collect()
     )
     splits = {(r["topic"], r["partition"], int(r["split"])): int(r["ts"]) for r in marks}
     seen: dict[broker.TopicPartition, int] = {}
-    for (topic, partition, _), ts in splits.items():
-        seen[(topic, partition)] = max(seen.get((topic, partition), 0), ts)
+    first_resolved: dict[broker.TopicPartition, tuple[int, int]] = {}
+    for r in marks:
+        tp = (r["topic"], r["partition"])
+        seen[tp] = max(seen.get(tp, 0), int(r["ts"]))
+        head = (int(r["first"]), int(r["first_ts"]))  # the range's first resolved event: (offset, ts)
+        first_resolved[tp] = min(first_resolved.get(tp, head), head)
     ddl = F.struct("topic", "partition", "offset", "ts", "schema", "table", "ddl_query", "ddl_type")
     # a re-sent change beyond every earlier run's read is counted for the job's total (`Start.skipped`)
     first_read = F.col("offset") >= _by_partition(
@@ -577,7 +589,10 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
     samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
     row_events: dict[tuple[str, str], int] = {}
     resent: dict[broker.TopicPartition, tuple[int, int]] = {}
+    first_change: dict[broker.TopicPartition, int] = {}
     for r in groups:
+        tp = (r["topic"], r["partition"])
+        first_change[tp] = min(first_change.get(tp, int(r["first_ts"])), int(r["first_ts"]))
         if r["_resent"]:
             tp = (r["topic"], r["partition"])
             read, first = resent.get(tp, (0, 0))
@@ -600,8 +615,34 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
     for d in ddls:  # broadcast to every partition, or sent again before a resolved event: one DDL
         once.setdefault((d["ts"], d["schema"], d["table"], d["ddl_query"]), d)
     return _Plan(
-        seen, splits, list(once.values()), {k: v for k, (_, v) in samples.items()}, row_events, resent
-    )
+        seen, splits, list(once.values()), {k: v for k, (_, v) in samples.items()}, row_events, resent,
+        first_resolved, first_change,
+    )  # fmt: skip
+
+
+def _check_continuity_from_snapshot(existing: Sequence[TableRecord], plan: _Plan) -> None:
+    """No silent gap between a snapshot and the changefeed: on the job's first read of the topic, tables
+    with a checkpoint but no Kafka run (`[source.initial]` gave their first version at the snapshot's TSO)
+    need every partition to show the changefeed started at or below that TSO. TiCDC records its start-ts
+    in no message; what proves it: the partition's first resolved event (TiCDC broadcasts the changefeed's
+    checkpoint, the start-ts first) or a change at or below the TSO (a change is above the start-ts).
+    Partitions not read yet (no resolved event) wait with the window."""
+    if any(t.record is not None for t in existing):
+        return  # a run read the topic already, and checked it then
+    started = sorted((t.version, t.label) for t in existing if t.version is not None)
+    if not started:
+        return
+    tso = started[0][0]
+    for (topic, partition), (offset, first_ts) in sorted(plan.first_resolved.items()):
+        if min(first_ts, plan.first_change.get((topic, partition), first_ts)) <= tso:
+            continue
+        raise InputError(
+            f"Kafka topic {topic!r} partition {partition}: its first resolved event (offset {offset}) is at "
+            f"ts {first_ts}, above the snapshot's TSO {tso} that {', '.join(label for _, label in started)} "
+            "start from, and no change read is at or below it: the changefeed started above the TSO (or the "
+            "partition's first messages were deleted), so the changes between are in no message. Create the "
+            f"changefeed with --start-ts at or below {tso} (a Dumpling export's TSO) into a new topic"
+        )
 
 
 def _by_partition(values: Mapping[broker.TopicPartition, int], at: tuple[Any, Any, Any]) -> Any:
