@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from backfill import sink
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
 from backfill.apply.merge import (
@@ -336,15 +337,18 @@ def _apply_table(
                         ),
                         puts=upserts,
                     )
-                if merged:
+                if merged.committed:
                     outcome.upserted += upserts
                     outcome.deleted += deletes
+                outcome.delta_version = merged.table_version
             elif merge_version == resolved_ts:
-                delta.advance_txn(
-                    spark, path, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
+                advanced = sink.commit(
+                    spark, path, sink.Advance(), sink.Txn(target.app_id, resolved_ts, metadata)
                 )
+                outcome.delta_version = advanced.table_version
+            else:
+                outcome.delta_version = delta.table_version(spark, path)
             outcome.path, outcome.resolved_ts = path, merge_version
-            outcome.delta_version = delta.table_version(spark, path)
             fault_point("apply.after_merge")
         if seg_end is not None and seg_end <= resolved_ts:
             after = versions[seg + 1]
