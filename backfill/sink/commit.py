@@ -136,26 +136,38 @@ def _write_options(change: Append | Advance) -> dict[str, str]:
 
 
 def _through_public_writer(spark: SparkSession, path: str, change: TableChange, txn: Txn) -> bool:
-    """The commit through Delta's DataFrame writer, tagged through the session conf (`commit_with_txn`);
-    False when the table has the transaction version already."""
+    """The commit through Delta's DataFrame writer (`commit_with_txn`: the recorded version checked first,
+    a lost race tried again); False when the table has the transaction version already. The writer takes
+    the tag as its options: it runs in the session of the rows, which need not be `spark`'s, whose conf
+    `commit_with_txn` sets."""
     if isinstance(change, Replace):
         _set_properties_first(spark, path, change, txn)
 
     def write() -> None:
         if isinstance(change, Append | Advance):
             rows = change.rows if isinstance(change, Append) else _no_rows(spark, path)
-            rows.write.format("delta").options(**_write_options(change)).mode("append").save(path)
+            _tagged(rows, txn).options(**_write_options(change)).mode("append").save(path)
         elif isinstance(change, Rewrite):
             rows = change.new_rows(spark.read.format("delta").load(path))
             # `replaceWhere` true: a plain overwrite would drop the clustering columns
-            rows.write.format("delta").mode("overwrite").option("replaceWhere", "true").save(path)
+            _tagged(rows, txn).mode("overwrite").option("replaceWhere", "true").save(path)
         else:
             assert isinstance(change, Replace)
             rows = change.new_rows(spark.read.format("delta").load(path))
-            rows.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
+            _tagged(rows, txn).mode("overwrite").option("overwriteSchema", "true").save(path)
 
     return delta.commit_with_txn(
         spark, path, write, app_id=txn.app_id, txn_version=txn.version, metadata=txn.metadata
+    )
+
+
+def _tagged(rows: DataFrame, txn: Txn) -> Any:
+    """A Delta DataFrameWriter for `rows` whose commit records `txn` and carries its userMetadata."""
+    return (
+        rows.write.format("delta")
+        .option("txnAppId", txn.app_id)
+        .option("txnVersion", str(txn.version))
+        .option("userMetadata", delta.metadata_json(txn.metadata))
     )
 
 

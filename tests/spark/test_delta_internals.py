@@ -43,7 +43,7 @@ def test_with_internals_off_every_commit_keeps_the_contract_through_deltas_publi
     spark, warehouse: str, monkeypatch: pytest.MonkeyPatch, change: str
 ) -> None:
     """What an unverified delta-spark gets: each change through Delta's public writer, tagged, with our
-    userMetadata, committed once."""
+    userMetadata, committed once, also where the rows belong to another session than the commit's."""
     monkeypatch.setenv(delta_internals.INTERNALS_ENV, "off")
     path = f"{warehouse}/t"
     spark.createDataFrame([(1, "a")], "k INT, v STRING").write.format("delta").save(path)
@@ -55,8 +55,9 @@ def test_with_internals_off_every_commit_keeps_the_contract_through_deltas_publi
         "replace": sink.Replace(lambda table: table.selectExpr("*", "1 AS n"), {"tidelake.x": "1"}),
     }
     txn = sink.Txn("tidelake:test", 7, {"resolved_ts": 7})
-    first = sink.commit(spark, path, changes[change], txn)
-    again = sink.commit(spark, path, changes[change], txn)
+    session = spark.newSession()  # as the apply stage commits: the rows come from another session
+    first = sink.commit(session, path, changes[change], txn)
+    again = sink.commit(session, path, changes[change], txn)
 
     assert first.committed and not again.committed
     assert first.table_version == again.table_version == delta.table_version(spark, path)
