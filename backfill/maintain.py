@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from backfill.apply.table_layout import KEY_COLUMNS_PROPERTY, TARGET_FILE_SIZE_PROPERTY
 from backfill.sources.base import CheckpointBook
-from tidelake import delta
+from tidelake import delta, delta_internals
 from tidelake.faults import fault_point
 from tidelake.sqlident import quote_ident as quote
 
@@ -204,7 +204,7 @@ def _retried(
 
 
 def _checkpoint(spark: SparkSession, path: str) -> None:
-    delta.delta_log(spark, path).checkpoint()  # no SQL or Python call writes one
+    delta_internals.write_checkpoint(spark, path)
 
 
 def _files(step: dict[str, Any] | None) -> str:

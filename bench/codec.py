@@ -89,7 +89,7 @@ def uniform_rows(rows: int, *, json_distinct: int = 0, seed: int = 7) -> tuple[l
 
 
 def realistic_table() -> TableSchema:
-    from tidbsim.tables import TEMPLATES, build_table
+    from tidbsim.table_versions import TEMPLATES, build_table
 
     template = next(t for t in TEMPLATES if t.key == "orders")
     return build_table(template, uid=1, name="orders", ids=[TABLE_ID], partition_width=0, update_ts=0).schema
@@ -99,7 +99,7 @@ def realistic_rows(rows: int, *, seed: int = 7) -> tuple[list[bytes], list[bytes
     """Rows of the simulator's orders table as its writer makes them (values, NULLs, v1 share)."""
     from tidbsim.coltypes import random_value
     from tidbsim.config import SimulationConfig
-    from tidbsim.tables import TEMPLATES, build_table
+    from tidbsim.table_versions import TEMPLATES, build_table
 
     template = next(t for t in TEMPLATES if t.key == "orders")
     version = build_table(template, uid=1, name="orders", ids=[TABLE_ID], partition_width=0, update_ts=0)

@@ -33,7 +33,7 @@ from backfill.sources.ticdc.open_protocol import Where, decode_records, frame, r
 from backfill.sources.ticdc.open_rows import rows_to_arrow
 from backfill.sources.ticdc.open_supersede import LatestPerKey
 from tidbsim import coltypes as ct
-from tidbsim.tables import TEMPLATES, build_table
+from tidbsim.table_versions import TEMPLATES, build_table
 from tidbsim.ticdc_open import key_json, row_value_json
 
 

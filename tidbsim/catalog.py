@@ -12,7 +12,7 @@ from typing import Any
 from backfill.codec import ZERO_TIME
 from backfill.codec.values import ZERO_DATE, fill_value
 from tidbsim.coltypes import SqlType, convert
-from tidbsim.tables import TableVersion
+from tidbsim.table_versions import TableVersion
 
 
 class IdAllocator:

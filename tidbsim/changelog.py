@@ -30,7 +30,7 @@ from tidbsim.catalog import decode_phys
 if TYPE_CHECKING:
     from tidbsim.catalog import Catalog
     from tidbsim.store import Store, Version
-    from tidbsim.tables import TableVersion
+    from tidbsim.table_versions import TableVersion
 
 
 class RowHistory(Protocol):

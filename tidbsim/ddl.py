@@ -19,7 +19,7 @@ from backfill.codec import decode_record_key, record_key, table_span
 from tidbsim import coltypes as ct
 from tidbsim.capture import COMMITTED, PUT
 from tidbsim.catalog import NO_CHANGE, Transform, fill_for
-from tidbsim.tables import (
+from tidbsim.table_versions import (
     ADD_COLUMN_MENU,
     DELETE_ONLY,
     DELETE_REORG,

@@ -23,7 +23,7 @@ from tidbsim.dumpling import DUMPLING_DIR, write_world_export
 from tidbsim.expected import write_expected, write_index
 from tidbsim.rng import SimRandom
 from tidbsim.store import Store
-from tidbsim.tables import TEMPLATES, build_table, collation_template
+from tidbsim.table_versions import TEMPLATES, build_table, collation_template
 from tidbsim.txns import Txn, Workload
 from tidbsim.world import OpLog, World
 from tidelake.sqlident import quote_ident

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from backfill.codec import decode_record_key
 from backfill.codec.schema import ROWID_NAME
 from tidbsim.emit import write_json
-from tidbsim.tables import TableVersion
+from tidbsim.table_versions import TableVersion
 from tidbsim.world import World
 from tidelake.conventions import COMMIT_TS
 

@@ -20,7 +20,7 @@ from tidbsim.catalog import decode_phys
 from tidbsim.coltypes import convert, name_vocabulary, random_value, respell
 from tidbsim.packed import pack_phys, unpack_phys
 from tidbsim.store import Lock
-from tidbsim.tables import PUBLIC, WRITABLE, TableVersion, named_by_text
+from tidbsim.table_versions import PUBLIC, WRITABLE, TableVersion, named_by_text
 from tidbsim.valuelog import ValueRef
 from tidbsim.world import World
 from tidelake.conventions import ROWID

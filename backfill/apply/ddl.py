@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from backfill import sink
 from backfill.apply.merge import create_table, overwrite_table, quote
 from backfill.codec import SchemaVersion, TableSchema
 from backfill.codec.history import REORGANIZE_PARTITION
@@ -174,7 +175,7 @@ def apply_ddl_step(
     new_path = conventions.table_path(warehouse, new.schema_name, new.name)
     if old is None:
         create_table(spark, new_path, new, identity, layout)
-        delta.advance_txn(spark, new_path, app_id=app_id, txn_version=ts, metadata=metadata)
+        sink.commit(spark, new_path, sink.Advance(), sink.Txn(app_id, ts, metadata))
         return new_path
     old_path = conventions.table_path(warehouse, old.schema_name, old.name)
     if not delta.is_delta_table(spark, old_path):

@@ -20,6 +20,7 @@ from backfill.apply.table_layout import (
 )
 from backfill.changes.collapse import COPIES, before_columns, expand_copies
 from backfill.codec import TableSchema
+from backfill.sink import Append, Committed, Merge, Replace, Rewrite, Txn, commit
 from backfill.tables import RowIdentity
 from tidelake import delta, fs
 from tidelake.config import TableLayout
@@ -126,7 +127,7 @@ def merge_changes(
     key_bounds: tuple[Any, Any] | None = None,
     strategy: MergeStrategy = MergeStrategy.MERGE,
     puts: int | None = None,
-) -> bool:
+) -> Committed:
     """One MERGE of decoded, collapsed changes (`_tidb_op` PUT/DELETE) keyed by the row identity.
 
     `puts_only` says the DELETEs were left out because the table had no rows: it must still have none.
@@ -174,18 +175,17 @@ def merge_changes(
         rows = changes.filter(f"{quote(OP)} = 'PUT'").select(
             *(quote(c) for c in (*schema.output_names, COMMIT_TS))
         )
-        return delta.append_with_txn(
-            spark, path, rows, app_id=app_id, txn_version=txn_version, metadata=metadata,
-            optimize_write=first_load_optimize_write(rows, puts),
-        )  # fmt: skip
+        return commit(
+            spark,
+            path,
+            Append(rows, first_load_optimize_write(rows, puts)),
+            Txn(app_id, txn_version, metadata),
+        )
     if strategy is MergeStrategy.REWRITE_TABLE:
         return rewrite_table_with(
             spark, path, changes, keys, app_id=app_id, txn_version=txn_version, metadata=metadata
         )
-    return delta.merge_with_txn(
-        spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata,
-        session_conf=session_conf,
-    )  # fmt: skip
+    return commit(spark, path, Merge(build, session_conf), Txn(app_id, txn_version, metadata))
 
 
 def first_load_optimize_write(rows: DataFrame, puts: int | None) -> bool | None:
@@ -230,9 +230,9 @@ def rewrite_table_with(
     app_id: str,
     txn_version: int,
     metadata: Mapping[str, Any],
-) -> bool:
+) -> Committed:
     """The table written again whole with the changes merged in (`merged_rows`), one tagged overwrite
-    commit (`delta.rewrite_with_txn`). For a small table that is one pass over it where a MERGE makes two,
+    commit (`sink.Rewrite`). For a small table that is one pass over it where a MERGE makes two,
     with fewer Spark jobs and much less planning on the driver; the table's properties, clustering and schema
     stay. A writer that commits in between loses nothing: Delta checks the rewrite's read of the table
     against later commits as it checks a MERGE's.
@@ -246,14 +246,7 @@ def rewrite_table_with(
             return merged_rows(table.coalesce(1), changes.coalesce(1), keys)
         return merged_rows(table, changes, keys)
 
-    return delta.rewrite_with_txn(
-        spark,
-        path,
-        new_rows,
-        app_id=app_id,
-        txn_version=txn_version,
-        metadata=metadata,
-    )
+    return commit(spark, path, Rewrite(new_rows), Txn(app_id, txn_version, metadata))
 
 
 # Leading key types whose bounds are written as SQL literals exactly (no time zone, no float rounding).
@@ -326,7 +319,7 @@ def _merge_multiset(
     txn_version: int,
     metadata: Mapping[str, Any],
     session_conf: Mapping[str, str] | None = None,
-) -> bool:
+) -> Committed:
     """Net copies of whole rows into a table without a key, in one tagged MERGE.
 
     Copies of one row cannot be told apart, so every row the window touches is cleared and written again
@@ -340,9 +333,7 @@ def _merge_multiset(
     columns = [*content, COMMIT_TS]
     if has_no_rows(spark, path):
         rows = expand_copies(changes.filter(F.col(OP) == "PUT").select(*map(quote, columns), COPIES))
-        return delta.append_with_txn(
-            spark, path, rows, app_id=app_id, txn_version=txn_version, metadata=metadata
-        )
+        return commit(spark, path, Append(rows), Txn(app_id, txn_version, metadata))
     target = spark.read.format("delta").load(path)
     same = [F.col(f"t.{quote(c)}").eqNullSafe(F.col(f"c.{quote(c)}")) for c in content]
     touched = changes.select(*map(quote, content)).distinct()
@@ -381,10 +372,7 @@ def _merge_multiset(
             .whenNotMatchedInsert(condition="s._action = 'insert'", values=values)
         )
 
-    return delta.merge_with_txn(
-        spark, path, build, app_id=app_id, txn_version=txn_version, metadata=metadata,
-        session_conf=session_conf,
-    )  # fmt: skip
+    return commit(spark, path, Merge(build, session_conf or {}), Txn(app_id, txn_version, metadata))
 
 
 def _all(conditions: list[Any]) -> Any:
@@ -409,44 +397,9 @@ def overwrite_table(
     metadata: Mapping[str, Any],
     identity: RowIdentity = RowIdentity.HANDLE,
     layout: TableLayout | None = None,
-) -> bool:
+) -> Committed:
     """Replace the table's rows with `new_rows(its rows)`, and its schema with theirs, in one commit that also
-    sets the table id (how a DDL step lands; a rename's new path is created first, with `layout`).
-
-    Through the table's own transaction where it can (`delta.replace_table_with_txn`). Delta's writer, where
-    it cannot, gets the properties in a commit of their own first: a kill between the two leaves nothing
-    that the rerun, which skips the recorded commit, would have to finish."""
-    created = create_table(spark, path, schema, identity, layout)
-    done = delta.replace_table_with_txn(  # False where the step is recorded already
-        spark, path, new_rows, properties={TABLE_ID_PROPERTY: str(schema.table_id)}, app_id=app_id,
-        txn_version=txn_version, metadata=metadata,
-    )  # fmt: skip
-    if done is not None:
-        return done
-    rows = new_rows(spark.read.format("delta").load(path))
-    if not created:
-        changed = _properties_to_change(spark, path, rows, schema)
-        if changed:  # its own commit, and only when something changes: each commit costs a second
-            settings = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
-            with delta.commit_info(spark, dict(metadata) | {"step": "properties"}):
-                spark.sql(f"ALTER TABLE delta.{quote(path)} SET TBLPROPERTIES ({settings})")
-    writer = delta.tagged_writer(rows, app_id=app_id, txn_version=txn_version, metadata=metadata)
-    writer.mode("overwrite").option("overwriteSchema", "true").save(path)
-    return True
-
-
-def _properties_to_change(
-    spark: SparkSession, path: str, rows: DataFrame, schema: TableSchema
-) -> dict[str, str]:
-    """What the table must get before Delta's overwrite: the new table id (TRUNCATE gives one), and the
-    timestampNtz feature when the rows bring the table's first such column (an overwrite that brings the
-    first one to an existing table, ADD COLUMN ... DATETIME or MODIFY COLUMN to DATETIME, fails unless the
-    feature is already there)."""
-    properties = {}
-    if delta.table_configuration(spark, path).get(TABLE_ID_PROPERTY) != str(schema.table_id):
-        properties[TABLE_ID_PROPERTY] = str(schema.table_id)
-    if "timestamp_ntz" in rows.schema.simpleString() and "timestamp_ntz" not in delta.table_schema_string(
-        spark, path
-    ):
-        properties[delta.TIMESTAMP_NTZ_FEATURE] = "supported"
-    return properties
+    sets the table id (how a DDL step lands; a rename's new path is created first, with `layout`)."""
+    create_table(spark, path, schema, identity, layout)
+    replace = Replace(new_rows, {TABLE_ID_PROPERTY: str(schema.table_id)})
+    return commit(spark, path, replace, Txn(app_id, txn_version, metadata))

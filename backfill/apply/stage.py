@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from backfill import sink
 from backfill.apply.ddl import apply_ddl_step, finish_interrupted_rename
 from backfill.apply.exchange import Exchange, apply_exchange_step, exchanges
 from backfill.apply.merge import (
@@ -27,7 +28,7 @@ from backfill.apply.merge import (
 from backfill.apply.table_layout import apply_properties, merge_strategy
 from backfill.apply.table_names import CatalogTarget, sync_names
 from backfill.changes.collapse import with_moved_key_deletes, without_before_columns
-from backfill.changes.contract import RowChanges, Window
+from backfill.changes.contract import ComputedRows, DecodeParallelism, DriverRows, RowChanges, Window
 from backfill.clock import StageClock
 from backfill.report import TableOutcome
 from backfill.tables import RowIdentity
@@ -96,7 +97,7 @@ def apply_window(
         delta.session_conf_set(spark, execution_conf(largest)),
     ):
         segments = materialize(spark, target, window, changes)
-    tasks = changes.tasks_per_table()
+    tasks = changes.tasks_per_table() if isinstance(changes, DecodeParallelism) else {}
     with clock.stage("merge"):
 
         def apply(session: SparkSession, index: int) -> Walk:
@@ -152,7 +153,7 @@ def _segment_rows(
         _check_keys_exist(spark, path, schema, window.identity(index))
     puts_only = seg == 0 and bool(changes.counts().get((index, seg, "PUT"))) and has_no_rows(spark, path)
     keys = window.identity(index).columns(schema)
-    local = changes.local_rows(index, seg, puts_only=puts_only)
+    local = changes.local_rows(index, seg, puts_only=puts_only) if isinstance(changes, DriverRows) else None
     frame = changes.rows(index, seg, puts_only=puts_only)
     # the before/after key rule (`with_moved_key_deletes`); a first load has no row to move
     frame = without_before_columns(frame) if puts_only else with_moved_key_deletes(frame, keys)
@@ -160,7 +161,7 @@ def _segment_rows(
         key = None if puts_only else key_range_columns(frame, keys)
         bounds = None if key is None else arrow_key_bounds(local, key)
         return SegmentRows(frame, puts_only, key, bounds, computed=True)
-    if puts_only and changes.cached_rows(index, seg, puts_only=True):  # nothing to compute
+    if puts_only and isinstance(changes, ComputedRows) and changes.cached_rows(index, seg, puts_only=True):
         return SegmentRows(frame, puts_only, computed=True)
     frame = frame.persist()
     return SegmentRows(frame, puts_only, None if puts_only else key_range_columns(frame, keys))
@@ -336,15 +337,18 @@ def _apply_table(
                         ),
                         puts=upserts,
                     )
-                if merged:
+                if merged.committed:
                     outcome.upserted += upserts
                     outcome.deleted += deletes
+                outcome.delta_version = merged.table_version
             elif merge_version == resolved_ts:
-                delta.advance_txn(
-                    spark, path, app_id=target.app_id, txn_version=resolved_ts, metadata=metadata
+                advanced = sink.commit(
+                    spark, path, sink.Advance(), sink.Txn(target.app_id, resolved_ts, metadata)
                 )
+                outcome.delta_version = advanced.table_version
+            else:
+                outcome.delta_version = delta.table_version(spark, path)
             outcome.path, outcome.resolved_ts = path, merge_version
-            outcome.delta_version = delta.table_version(spark, path)
             fault_point("apply.after_merge")
         if seg_end is not None and seg_end <= resolved_ts:
             after = versions[seg + 1]

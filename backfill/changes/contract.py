@@ -7,7 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from backfill.tables import RowIdentity, TrackedTable
 
@@ -81,22 +81,41 @@ class RowChanges(ABC):
     def rows(self, table: int, segment: int, *, puts_only: bool) -> DataFrame:
         """The segment's changes; `puts_only` when the table is empty, so its DELETEs may be left out."""
 
-    def cached_rows(self, table: int, segment: int, *, puts_only: bool) -> bool:
-        """True where `rows()` is a filter and projection of a frame already persisted and computed."""
-        return False
-
-    def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
-        """The segment's `rows()` as an Arrow table, where the source typed them on the driver (a small
-        table: no Spark job of its own), else None."""
-        return None
-
     def zero_dates(self) -> int:
         """Zero dates written as NULL (read after the rows were materialized)."""
         return 0
 
-    def tasks_per_table(self) -> Mapping[int, int]:
-        """Spark tasks that produced each table's rows (read after materializing): parallelism at work."""
-        return {}
-
     def release(self) -> None:  # noqa: B027 - most changes hold nothing to free
         """Free what the changes hold (cached frames)."""
+
+
+# What some sources' changes can also do, declared by implementing it; the apply stage asks with
+# `isinstance` and otherwise persists and computes each segment's rows itself.
+
+
+@runtime_checkable
+class ComputedRows(Protocol):
+    """Changes some of whose segments are a filter and projection of a frame already persisted and
+    computed: the apply stage need not persist them again."""
+
+    def cached_rows(self, table: int, segment: int, *, puts_only: bool) -> bool:
+        """True where `rows()` of the segment is already computed."""
+        ...
+
+
+@runtime_checkable
+class DriverRows(Protocol):
+    """Changes that hold some segments' rows on the driver (small tables typed there: no Spark job)."""
+
+    def local_rows(self, table: int, segment: int, *, puts_only: bool) -> pa.Table | None:
+        """The segment's `rows()` as an Arrow table where the source typed them on the driver, else None."""
+        ...
+
+
+@runtime_checkable
+class DecodeParallelism(Protocol):
+    """Changes that count the Spark tasks that produced each table's rows, for the run report."""
+
+    def tasks_per_table(self) -> Mapping[int, int]:
+        """Tasks per table index (read after materializing)."""
+        ...

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from backfill.changes.collapse import COPIES, last_change_per_key, net_copies
-from backfill.changes.contract import RowChanges
+from backfill.changes.contract import ComputedRows, DecodeParallelism, RowChanges
 from tidelake.conventions import OP
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 PARALLEL_JOBS = 4
 
 
-class TypedRowChanges(RowChanges):
+class TypedRowChanges(RowChanges, ComputedRows, DecodeParallelism):
     def __init__(
         self,
         keys: Mapping[tuple[int, int], Sequence[str]],

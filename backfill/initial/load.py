@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from backfill import sink
 from backfill.apply.merge import create_table
 from backfill.codec import DecodeStats, TableSchema
 from backfill.initial.export import decompressed, parse_csv, parse_sql, table_schema, typed_rows
@@ -204,6 +205,5 @@ def _commit(
         step=SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso, upserted=count,
         extra=snapshot_metadata(export, tso, kind),
     )  # fmt: skip
-    delta.append_with_txn(
-        spark, table.path, rows, app_id=config.job.app_id, txn_version=tso, metadata=metadata
-    )
+    change = sink.Advance() if rows is None else sink.Append(rows)
+    sink.commit(spark, table.path, change, sink.Txn(config.job.app_id, tso, metadata))

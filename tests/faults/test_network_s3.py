@@ -178,7 +178,7 @@ def test_the_store_gone_as_the_first_delta_commit_starts(
 ) -> None:
     """Every connection refused from the moment the first table's Delta write-and-commit starts (its
     data files, then its log entry): no version is half written, and a stop names the endpoint."""
-    from tidelake import delta
+    from tidelake import delta, delta_internals
 
     def refused_from_the_commit(write: Callable[..., Any]) -> Callable[..., Any]:
         def wrapped(*args: Any, **kwargs: Any) -> Any:  # the moment only; the write itself is real
@@ -193,15 +193,16 @@ def test_the_store_gone_as_the_first_delta_commit_starts(
 
     @contextmanager
     def from_the_first_commit() -> Iterator[None]:
-        writes = ("append_with_txn", "merge_with_txn", "rewrite_with_txn", "replace_table_with_txn")
-        real = {name: getattr(delta, name) for name in writes}
-        for name, write in real.items():
-            monkeypatch.setattr(delta, name, refused_from_the_commit(write))
+        # every commit of the sink goes through one of the two
+        writes = ((delta, "commit_with_txn"), (delta_internals, "commit_in_own_txn"))
+        real = {(module, name): getattr(module, name) for module, name in writes}
+        for (module, name), write in real.items():
+            monkeypatch.setattr(module, name, refused_from_the_commit(write))
         try:
             yield
         finally:
-            for name, write in real.items():
-                monkeypatch.setattr(delta, name, write)
+            for (module, name), write in real.items():
+                monkeypatch.setattr(module, name, write)
             store.proxy.enable()
 
     code, err = run_through(store, from_the_first_commit, capsys)

@@ -1,4 +1,5 @@
-"""Delta sink primitives against the pinned delta-spark: idempotent MERGE, userMetadata, idle tables."""
+"""The Delta sink (`backfill.sink`) and its primitives against the pinned delta-spark: idempotent MERGE,
+userMetadata, idle tables, the commits through the table's own transaction and through Delta's writers."""
 
 from __future__ import annotations
 
@@ -9,11 +10,31 @@ from delta.tables import DeltaTable
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 
-from tidelake import delta
+from backfill import sink
+from tidelake import delta, delta_internals
 
 pytestmark = pytest.mark.spark
 
 APP = "tidelake:test"
+
+
+def append_with_txn(spark, path: str, rows, *, app_id: str, txn_version: int, metadata) -> bool:
+    return sink.commit(spark, path, sink.Append(rows), sink.Txn(app_id, txn_version, metadata)).committed
+
+
+def advance_txn(spark, path: str, *, app_id: str, txn_version: int, metadata) -> bool:
+    return sink.commit(spark, path, sink.Advance(), sink.Txn(app_id, txn_version, metadata)).committed
+
+
+def rewrite_with_txn(spark, path: str, new_rows, *, app_id: str, txn_version: int, metadata) -> bool:
+    return sink.commit(spark, path, sink.Rewrite(new_rows), sink.Txn(app_id, txn_version, metadata)).committed
+
+
+def replace_table_with_txn(
+    spark, path: str, new_rows, *, properties, app_id: str, txn_version: int, metadata
+):
+    replace = sink.Replace(new_rows, properties)
+    return sink.commit(spark, path, replace, sink.Txn(app_id, txn_version, metadata)).committed
 
 
 def make_table(spark, path: str) -> None:
@@ -87,9 +108,9 @@ def test_version_and_user_metadata_round_trip(spark, warehouse: str) -> None:
 def test_empty_batch_advances_the_recorded_version(spark, warehouse: str) -> None:
     path = f"{warehouse}/t"
     make_table(spark, path)
-    assert delta.advance_txn(spark, path, app_id=APP, txn_version=5, metadata={"idle": True})
+    assert advance_txn(spark, path, app_id=APP, txn_version=5, metadata={"idle": True})
     assert delta.recorded_txn_version(spark, path, APP) == 5
-    assert delta.advance_txn(spark, path, app_id=APP, txn_version=6, metadata={"idle": True})
+    assert advance_txn(spark, path, app_id=APP, txn_version=6, metadata={"idle": True})
     assert delta.recorded_txn_version(spark, path, APP) == 6
     assert rows(spark, path) == [(1, "a"), (2, "b")]
     files = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["numFiles"]
@@ -177,9 +198,9 @@ def test_a_tagged_append_commits_once_with_its_metadata(spark, warehouse: str) -
     make_table(spark, path)
     new = spark.createDataFrame([("c", 3)], "v STRING, k INT")  # columns in another order than the table's
 
-    assert delta.append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
-    assert not delta.append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
-    assert not delta.append_with_txn(spark, path, new, app_id=APP, txn_version=8, metadata={"step": "merge"})
+    assert append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
+    assert not append_with_txn(spark, path, new, app_id=APP, txn_version=9, metadata={"step": "merge"})
+    assert not append_with_txn(spark, path, new, app_id=APP, txn_version=8, metadata={"step": "merge"})
 
     assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
     assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(
@@ -194,7 +215,7 @@ def race_after_the_transaction_begins(
 ) -> None:
     """The next `append_with_txn` on `path` starts its transaction, then another writer appends `row`
     tagged `(app_id, 4)` before it commits."""
-    real_log = delta.delta_log
+    real_log = delta_internals.delta_log
 
     class RacedLog:
         def __init__(self, log) -> None:
@@ -202,12 +223,12 @@ def race_after_the_transaction_begins(
 
         def startTransaction(self):  # the JVM method's name
             txn = self.log.startTransaction()
-            monkeypatch.setattr(delta, "delta_log", real_log)
+            monkeypatch.setattr(delta_internals, "delta_log", real_log)
             other = spark.createDataFrame([row], "k INT, v STRING")
-            assert delta.append_with_txn(spark, path, other, app_id=app_id, txn_version=4, metadata={})
+            assert append_with_txn(spark, path, other, app_id=app_id, txn_version=4, metadata={})
             return txn
 
-    monkeypatch.setattr(delta, "delta_log", lambda s, p: RacedLog(real_log(s, p)))
+    monkeypatch.setattr(delta_internals, "delta_log", lambda s, p: RacedLog(real_log(s, p)))
 
 
 def test_a_tagged_append_loses_its_race_to_the_same_app_id_without_writing_twice(
@@ -219,7 +240,7 @@ def test_a_tagged_append_loses_its_race_to_the_same_app_id_without_writing_twice
     make_table(spark, path)
     race_after_the_transaction_begins(spark, monkeypatch, path, APP, (3, "other"))
     mine = spark.createDataFrame([(3, "mine")], "k INT, v STRING")
-    assert not delta.append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
+    assert not append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
 
     assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "other")]
     assert delta.table_version(spark, path) == 1
@@ -232,7 +253,7 @@ def test_a_tagged_append_beside_another_app_commits_both(
     make_table(spark, path)
     race_after_the_transaction_begins(spark, monkeypatch, path, "other-app", (4, "d"))
     mine = spark.createDataFrame([(3, "c")], "k INT, v STRING")
-    assert delta.append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
+    assert append_with_txn(spark, path, mine, app_id=APP, txn_version=4, metadata={})
 
     assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
     recorded = [delta.recorded_txn_version(spark, path, app) for app in (APP, "other-app")]
@@ -244,7 +265,7 @@ def test_rows_of_other_types_go_through_deltas_own_checks(spark, warehouse: str)
     make_table(spark, path)
     wrong = spark.createDataFrame([(3, 3)], "k INT, v INT")
     with pytest.raises((AnalysisException, Py4JJavaError), match="DELTA_FAILED_TO_MERGE_FIELDS|v"):
-        delta.append_with_txn(spark, path, wrong, app_id=APP, txn_version=1, metadata={})
+        append_with_txn(spark, path, wrong, app_id=APP, txn_version=1, metadata={})
     assert rows(spark, path) == [(1, "a"), (2, "b")]
     assert delta.recorded_txn_version(spark, path, APP) is None
 
@@ -280,10 +301,8 @@ def test_a_rewrite_reads_a_small_table_from_its_checksum_and_commits_once(
     through_delta = through_delta_calls(monkeypatch)
 
     new_rows = replace_row(spark, 2, "B")
-    assert delta.rewrite_with_txn(
-        spark, path, new_rows, app_id=APP, txn_version=5, metadata={"step": "merge"}
-    )
-    assert not delta.rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
+    assert rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={"step": "merge"})
+    assert not rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
 
     assert through_delta == []  # the files came from the checksum: rows of both appends are there
     assert rows(spark, path) == [(1, "a"), (2, "B"), (3, "c")]
@@ -342,9 +361,7 @@ def test_a_table_a_parquet_read_would_get_wrong_is_rewritten_through_delta(
     expected = sorted([*rows(spark, path), (3, "c")])
     through_delta = through_delta_calls(monkeypatch)
 
-    assert delta.rewrite_with_txn(
-        spark, path, replace_row(spark, 3, "c"), app_id=APP, txn_version=5, metadata={}
-    )
+    assert rewrite_with_txn(spark, path, replace_row(spark, 3, "c"), app_id=APP, txn_version=5, metadata={})
 
     assert rows(spark, path) == expected
     assert through_delta == [path]
@@ -385,10 +402,10 @@ def test_a_schema_change_stores_what_deltas_overwrite_stores_and_keeps_the_clust
         "overwriteSchema", "true"
     ).save(theirs)
 
-    assert delta.replace_table_with_txn(
+    assert replace_table_with_txn(
         spark, ours, add_column, properties={"tidelake.x": "1"}, app_id=APP, txn_version=5, metadata={"s": 1}
     )
-    assert not delta.replace_table_with_txn(
+    assert not replace_table_with_txn(
         spark, ours, add_column, properties={}, app_id=APP, txn_version=5, metadata={}
     )
 
@@ -408,27 +425,31 @@ def test_a_schema_change_stores_what_deltas_overwrite_stores_and_keeps_the_clust
     )
 
 
-def test_a_second_schema_change_finds_the_files_the_first_one_left_unlisted(spark, warehouse: str) -> None:
+def test_a_second_schema_change_finds_the_files_the_first_one_left_unlisted(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A commit that changes the schema leaves the file list out of its checksum: the next step rebuilds
     the table state for it and still commits through its own transaction, keeping the clustering. One that
-    drops the clustering column goes to Delta's writer (None, nothing written)."""
+    drops the clustering column goes to Delta's writer."""
     path = f"{warehouse}/t"
     clustered_table(spark, path)
-    assert delta.replace_table_with_txn(spark, path, add_column, properties={}, app_id=APP, txn_version=5,
+    assert replace_table_with_txn(spark, path, add_column, properties={}, app_id=APP, txn_version=5,
                                         metadata={})  # fmt: skip
-    assert delta._checksum_files(delta._snapshot(spark, path)) is None
+    assert delta_internals.checksum_files(delta_internals.snapshot(spark, path)) is None
 
-    assert delta.replace_table_with_txn(
+    assert replace_table_with_txn(
         spark, path, lambda table: table.drop("d", "n"), properties={}, app_id=APP, txn_version=6, metadata={}
     )
     assert rows(spark, path) == [(1, "a"), (2, "b")]
     assert clustering(spark, path) == ["k"]
 
-    version = delta.table_version(spark, path)
-    dropped = delta.replace_table_with_txn(
+    through_delta = through_delta_calls(monkeypatch)
+    assert replace_table_with_txn(
         spark, path, lambda table: table.drop("k"), properties={}, app_id=APP, txn_version=7, metadata={}
     )
-    assert dropped is None and delta.table_version(spark, path) == version
+    assert through_delta == [path]
+    assert rows(spark, path) == [("a",), ("b",)]
+    assert delta.recorded_txn_version(spark, path, APP) == 7
 
 
 def test_a_rewrite_reads_the_table_again_after_a_writer_adds_rows_in_between(
@@ -449,7 +470,7 @@ def test_a_rewrite_reads_the_table_again_after_a_writer_adds_rows_in_between(
             upsert(theirs)(DeltaTable.forPath(spark, path)).execute()
         return mine(table)
 
-    assert delta.rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
+    assert rewrite_with_txn(spark, path, new_rows, app_id=APP, txn_version=5, metadata={})
 
     assert len(reads) == 2
     assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "mine")]
@@ -467,7 +488,7 @@ def test_a_commit_outside_utc_costs_what_it_costs_in_utc(spark, warehouse: str) 
         delta.table_version(spark, path)  # the table's snapshot is loaded before, in both zones
         with delta.session_conf_set(spark, {"spark.sql.session.timeZone": zone}):
             first = spark._jsc.sc().dagScheduler().nextJobId()
-            assert delta.append_with_txn(spark, path, new, app_id=APP, txn_version=1, metadata={})
+            assert append_with_txn(spark, path, new, app_id=APP, txn_version=1, metadata={})
             jobs[zone] = spark._jsc.sc().dagScheduler().nextJobId() - first
         assert rows(spark, path) == [(1, "a"), (2, "b"), (3, "c")]
     assert jobs["UTC"] > 0 and jobs["America/Los_Angeles"] == jobs["UTC"], jobs

@@ -15,7 +15,7 @@ from backfill.codec import ColumnKind, TableSchema
 from backfill.codec.ddl_text import DdlTextError, apply_ddl, create_table_info
 from tidbsim.config import SimulationConfig
 from tidbsim.engine import simulate
-from tidbsim.tables import TEMPLATES, build_table, collation_template
+from tidbsim.table_versions import TEMPLATES, build_table, collation_template
 
 pytestmark = pytest.mark.unit
 

@@ -101,13 +101,17 @@ def test_the_walk_sees_lazy_imports() -> None:
     assert "tidbsim.cli" in seen and "backfill.demo" in seen
 
 
-def test_row_changes_flow_one_way_from_the_sources_through_the_changes_to_the_apply_stage() -> None:
+def test_row_changes_flow_one_way_from_the_sources_through_the_changes_and_the_apply_stage_to_the_sink() -> (
+    None
+):
     """Sources import the row-change contract and the collapse rule (`backfill.changes`) downward and never
-    the apply stage; the changes import neither; the apply stage imports no source."""
+    the apply stage; the changes import neither; the apply stage imports no source; the sink, which the
+    apply stage commits through, imports none of them."""
     below = {
-        "backfill.sources": ("backfill.apply",),
-        "backfill.changes": ("backfill.apply", "backfill.sources"),
+        "backfill.sources": ("backfill.apply", "backfill.sink"),
+        "backfill.changes": ("backfill.apply", "backfill.sources", "backfill.sink"),
         "backfill.apply": ("backfill.sources",),
+        "backfill.sink": ("backfill.apply", "backfill.sources", "backfill.changes"),
     }
     wrong = sorted(
         f"{module} -> {target}"
@@ -118,4 +122,18 @@ def test_row_changes_flow_one_way_from_the_sources_through_the_changes_to_the_ap
         if any(target == f or target.startswith(f"{f}.") for f in forbidden)
     )
     assert any(m.startswith("backfill.changes.") for m in MODULES)
+    assert "backfill.sink" in imports_of("backfill.apply.merge")  # the apply stage commits through it
     assert wrong == []
+
+
+def test_only_one_module_names_delta_sparks_private_classes() -> None:
+    """`tidelake.delta_internals` is the one module behind the delta-spark version check that drives
+    `org.apache.spark.sql.delta.*` (test_delta_internals.py probes them); the session's catalog setting,
+    which Delta documents, names one too."""
+    public = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+    naming = sorted(
+        module
+        for module, path in MODULES.items()
+        if "org.apache.spark.sql.delta." in path.read_text(encoding="utf-8").replace(public, "")
+    )
+    assert naming == ["tidelake.delta_internals"]

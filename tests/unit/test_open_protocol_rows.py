@@ -24,7 +24,7 @@ from backfill.sources.ticdc.open_rows import (
 )
 from backfill.sources.ticdc.open_schema import schema_from_columns, with_elems
 from tidbsim import coltypes as ct
-from tidbsim.tables import TEMPLATES, build_table
+from tidbsim.table_versions import TEMPLATES, build_table
 from tidbsim.ticdc_open import column_flags, go_json, key_json, row_value_json
 from tidelake.errors import InputError
 

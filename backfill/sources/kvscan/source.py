@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from backfill.changes.contract import ComputedRows, DecodeParallelism, DriverRows
 from backfill.codec.keys import key_columns_need_row, table_prefix
 from backfill.sources.base import (
     CheckpointBook,
@@ -288,7 +289,7 @@ class KvScanSource(Source[KvScanWindow]):
         return scan_progress(scan, survey.resolved.get(scan.scan_id, {}), retired)
 
 
-class DecodedKvChanges(RowChanges):
+class DecodedKvChanges(RowChanges, ComputedRows, DriverRows, DecodeParallelism):
     """Collapsed changes still as TiDB key/value bytes, decoded per (table, segment) on the executors, a
     small table's on the driver (`small_tables`); a big table's PUTs come decoded already (`eager_decode`)."""
 
