@@ -159,92 +159,122 @@ def parse_ddl_value(data: bytes, where: Where, index: int) -> tuple[str, int]:
     return doc["q"], doc["t"]
 
 
-def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
-    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    wheres: list[Where] = []
-    indexes: list[int] = []
+_KEY_NAMES = ("ts", "t", "scm", "tbl", "rid", "ptn", "ohk", "ccl")
+# The Python types each key field may hold in a clean batch (None: absent; `ts` and `t` must be there).
+_KEY_TYPES: dict[str, set[type]] = {
+    "ts": {int},
+    "t": {int},
+    "scm": {str, type(None)},
+    "tbl": {str, type(None)},
+    "rid": {int, type(None)},
+    "ptn": {int, type(None)},
+    "ohk": {bool, type(None)},
+    "ccl": {str, type(None)},
+}
+
+
+@dataclass
+class _Framed:
+    """The (key JSON, value bytes) pairs of a run of messages, with where each came from."""
+
+    keys: list[bytes]
+    values: list[bytes]
+    wheres: list[Where]
+    indexes: list[int]
+
+
+def _framed(messages: Iterator[tuple[bytes | None, bytes | None, Where]]) -> _Framed:
+    out = _Framed([], [], [], [])
     for key, value, where in messages:
         pairs = split_message(key, value, where)
-        keys.extend(k for k, _ in pairs)
-        values.extend(v for _, v in pairs)
-        wheres.extend(repeat(where, len(pairs)))
-        indexes.extend(range(len(pairs)))
-    n = len(keys)
-    try:  # one parse for all keys; a failure is located key by key
-        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if n else []
-        if len(docs) != n or set(map(type, docs)) - {dict}:
-            docs = None
+        out.keys.extend(k for k, _ in pairs)
+        out.values.extend(v for _, v in pairs)
+        out.wheres.extend(repeat(where, len(pairs)))
+        out.indexes.extend(range(len(pairs)))
+    return out
+
+
+def _key_docs(framed: _Framed) -> list[Any]:
+    """Every key JSON in one parse; a failure is located key by key (`parse_key` names it)."""
+    keys = framed.keys
+    try:
+        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if keys else []
+        if len(docs) == len(keys) and not set(map(type, docs)) - {dict}:
+            return docs
     except msgspec.DecodeError:
-        docs = None
-    if docs is None:
-        docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]
+        pass
+    return [parse_key(k, w, i) for k, w, i in zip(keys, framed.wheres, framed.indexes, strict=True)]
+
+
+def _key_columns(docs: list[Any], framed: _Framed) -> dict[str, list[Any]]:
+    """The key fields as columns, checked all at once; a batch that breaks a rule is checked key by key
+    (`parse_key` names the key)."""
     get = dict.get
-    ts: list[Any] = list(map(get, docs, repeat("ts")))  # JSON values: `clean` checks they are ints
-    types = list(map(get, docs, repeat("t")))
-    schemas = list(map(get, docs, repeat("scm")))
-    tables = list(map(get, docs, repeat("tbl")))
-    row_ids = list(map(get, docs, repeat("rid")))
-    physical = list(map(get, docs, repeat("ptn")))
-    ohk = list(map(get, docs, repeat("ohk")))
-    ccl = list(map(get, docs, repeat("ccl")))
+    cols: dict[str, list[Any]] = {name: list(map(get, docs, repeat(name))) for name in _KEY_NAMES}
+    ts, types = cols["ts"], cols["t"]
     clean = (
-        set(map(type, ts)) <= {int}
+        all(set(map(type, cols[name])) <= allowed for name, allowed in _KEY_TYPES.items())
         and set(types) <= {ROW, DDL, RESOLVED}
-        and set(map(type, types)) <= {int}
-        and set(map(type, schemas)) <= {str, type(None)}
-        and set(map(type, tables)) <= {str, type(None)}
-        and set(map(type, row_ids)) <= {int, type(None)}
-        and set(map(type, physical)) <= {int, type(None)}
-        and set(map(type, ohk)) <= {bool, type(None)}
-        and set(map(type, ccl)) <= {str, type(None)}
-        and (not n or (min(ts) >= 0 and max(ts) < 1 << 64))
-        and all(s and t for s, t, ty in zip(schemas, tables, types, strict=True) if ty == ROW)
+        and (not ts or (min(ts) >= 0 and max(ts) < 1 << 64))
+        and all(s and t for s, t, ty in zip(cols["scm"], cols["tbl"], types, strict=True) if ty == ROW)
     )
-    if not clean:  # some key breaks a rule: the per-key check names it
-        for d, w, i in zip(docs, wheres, indexes, strict=True):
+    if not clean:
+        for d, w, i in zip(docs, framed.wheres, framed.indexes, strict=True):
             parse_key(d, w, i)
+    return cols
+
+
+def _plain_value(kind: int, value: bytes, where: Where, index: int, codec: str) -> bytes:
+    """A row or DDL event's value, decompressed; a resolved event's must be empty."""
+    if kind == RESOLVED:
+        if value:
+            raise where.error(f"resolved event with a {len(value)}-byte value (expected none)", index)
+        return b""
+    try:
+        plain = decompress(codec, value)
+    except ValueError as e:
+        raise where.error(f"value does not decompress ({e})", index) from None
+    if kind == ROW and not plain:
+        raise where.error("row event with an empty value", index)
+    return plain
+
+
+def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
+    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
+    framed = _framed(messages)
+    n = len(framed.keys)
+    cols = _key_columns(_key_docs(framed), framed)
     row_values: list[bytes | None] = [None] * n
     queries: list[str | None] = [None] * n
     ddl_types: list[int | None] = [None] * n
-    for i, (t, v) in enumerate(zip(types, values, strict=True)):
+    for i, (t, v) in enumerate(zip(cols["t"], framed.values, strict=True)):
         if t == ROW and codec == "none" and v:
             row_values[i] = v
             continue
-        where, index = wheres[i], indexes[i]
-        if t == RESOLVED:
-            if v:
-                raise where.error(f"resolved event with a {len(v)}-byte value (expected none)", index)
-            continue
-        try:
-            plain = decompress(codec, v)
-        except ValueError as e:
-            raise where.error(f"value does not decompress ({e})", index) from None
+        plain = _plain_value(t, v, framed.wheres[i], framed.indexes[i], codec)
         if t == DDL:
-            queries[i], ddl_types[i] = parse_ddl_value(plain, where, index)
-        elif not plain:
-            raise where.error("row event with an empty value", index)
-        else:
+            queries[i], ddl_types[i] = parse_ddl_value(plain, framed.wheres[i], framed.indexes[i])
+        elif t == ROW:
             row_values[i] = plain
-    cols = {
+    wheres = framed.wheres
+    columns = {
         "topic": [w.topic for w in wheres],
         "partition": [w.partition for w in wheres],
         "offset": [w.offset for w in wheres],
-        "index": indexes,
-        "type": types,
-        "ts": ts,
-        "schema": schemas,
-        "table": tables,
-        "row_id": row_ids,
-        "physical_id": physical,
-        "handle_only": [bool(h) for h in ohk],
-        "claim_check": [c or None for c in ccl],
+        "index": framed.indexes,
+        "type": cols["t"],
+        "ts": cols["ts"],
+        "schema": cols["scm"],
+        "table": cols["tbl"],
+        "row_id": cols["rid"],
+        "physical_id": cols["ptn"],
+        "handle_only": [bool(h) for h in cols["ohk"]],
+        "claim_check": [c or None for c in cols["ccl"]],
         "value": row_values,
         "ddl_query": queries,
         "ddl_type": ddl_types,
     }
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+    return pa.Table.from_pydict(columns, schema=EVENT_SCHEMA)
 
 
 def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
