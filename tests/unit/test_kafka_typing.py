@@ -115,3 +115,16 @@ def test_a_value_of_the_wrong_type_names_topic_partition_and_offset():
     error = from_task(failure.value)
     assert error is not None and "topic 'cdc' partition 3 offset 1" in str(error), failure.value
     assert "'seven' is not an integer" in str(error)
+
+
+def test_a_task_types_what_it_holds_in_parts(monkeypatch):
+    """Past `EVENTS_HELD` row events a task types what it gathered (bounded memory); the supersede
+    selection is per part, and the collapse after typing decides across parts."""
+    from backfill.sources.kafka import source
+
+    monkeypatch.setattr(source, "EVENTS_HELD", 2)
+    version = VERSIONS[0]
+    rows = random_rows(version, 1, seed=8)
+    messages = [encode_events(version, rows, ts=TS + i, op="update") for i in range(5)]
+    got, _ = typed(messages, [segment(version)], batch_rows=1)
+    assert sorted(got[0].column(COMMIT_TS).to_pylist()) == [TS + 1, TS + 3, TS + 4]

@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from tidelake.config import SourceConfig, UpstreamConfig
 
 TYPED_BATCH_ROWS = 10_000  # events typed at once, and typed rows per persisted Arrow IPC piece
-SEGMENT_EVENTS_HELD = 200_000  # a segment's row events a task gathers before superseding and typing them
+EVENTS_HELD = 200_000  # row events a task gathers (all segments) before superseding and typing them
 # Messages per read task (`broker.read_records`): a hot partition's events are typed by several tasks.
 MESSAGES_PER_TASK = 20_000
 _EVENTS_DDL = (
@@ -210,7 +210,7 @@ def typed_segments(
     `_tidb_line`), as Arrow IPC pieces (columns segment, rows; `unpacked` reads one segment's).
 
     One Arrow task per offset range frames its messages, drops the re-sends, and gathers each segment's
-    row events (up to `SEGMENT_EVENTS_HELD` at once): of those, the ones a later event of the same key
+    row events (up to `EVENTS_HELD` at once, over all segments): of those, the ones a later event of the same key
     supersedes are dropped (open protocol, `open_supersede`; the collapse after typing decides across
     ranges) and the rest typed per column (`open_rows`, `canal_kafka`). `tasks` records which tasks typed
     each table's rows."""
@@ -275,8 +275,10 @@ def typing_task(
                     tallies[seg.table].note()
                     noted.add(seg.table)
                 held.setdefault(k, []).append(events.filter(pa.array(mine)))
-                if sum(t.num_rows for t in held[k]) >= SEGMENT_EVENTS_HELD:
-                    yield from _typed_pieces(k, segments[k], held.pop(k), protocol, time_zone, zero_dates)
+            if sum(t.num_rows for parts in held.values() for t in parts) >= EVENTS_HELD:
+                for k, parts in held.items():
+                    yield from _typed_pieces(k, segments[k], parts, protocol, time_zone, zero_dates)
+                held.clear()
         for k, parts in held.items():
             yield from _typed_pieces(k, segments[k], parts, protocol, time_zone, zero_dates)
 
