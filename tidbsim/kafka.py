@@ -47,11 +47,11 @@ from tidbsim.dispatch import Dispatcher
 from tidbsim.storage_codec import CanalJsonEncoder
 from tidbsim.ticdc_open import (
     FLAVORS,
+    RowValueEncoder,
     ddl_value_json,
     go_value,
     handle_columns,
     key_json,
-    row_value_json,
 )
 from tidelake.conventions import ROWID
 
@@ -212,7 +212,7 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     canal = feed.protocol == "canal-json"
     producer = _CanalProducer(feed) if canal else _Producer(feed)
     schemas: dict[Any, TableSchema] = {}
-    encoders: dict[Any, CanalJsonEncoder] = {}
+    encoders: dict[Any, CanalJsonEncoder | RowValueEncoder] = {}
     since_resolved: list[tuple[int, bytes, bytes]] = []
     # every change since the resolved point two before the last: (ts, partitions or None for a row, key, value)
     history: list[tuple[int, tuple[int, ...] | int, bytes, bytes]] = []
@@ -302,26 +302,23 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
         rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
         if schema.pk_kind == "int":
             rowid = row[schema.pk_columns[0]]
-        if canal:
-            encoder = encoders.get(skey)
-            if encoder is None:
-                encoder = encoders[skey] = CanalJsonEncoder(
-                    schema, db, terminator="", time_zone=feed.time_zone
-                )
-            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
-        else:
-            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
-            value = compress(
-                feed.compression,
-                row_value_json(
+        encoder = encoders.get(skey)
+        if encoder is None:
+            encoder = encoders[skey] = (
+                CanalJsonEncoder(schema, db, terminator="", time_zone=feed.time_zone)
+                if canal
+                else RowValueEncoder(
                     schema,
-                    new=new,
-                    old=old,
                     flavor=feed.flavor,
                     time_zone=feed.time_zone,
                     output_old_value=feed.output_old_value,
-                ),
+                )
             )
+        if isinstance(encoder, CanalJsonEncoder):
+            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
+        else:
+            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
+            value = compress(feed.compression, encoder.value(new=new, old=old))
         handle = handle_columns(schema)
         names = set(handle) | set(feed.columns)
         values = {

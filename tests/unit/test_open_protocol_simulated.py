@@ -250,3 +250,48 @@ def test_columns_dispatcher_hashes_the_listed_columns():
     )
     with pytest.raises(ValueError, match="no column 'zz'"):
         Dispatcher("columns", ("zz",)).partition(7, "test", "t1", 1, {"a": 1}, ())
+
+
+@pytest.mark.parametrize(("flavor", "time_zone"), [("tiflow", "UTC"), ("ticdc", "Asia/Shanghai")])
+def test_the_publishers_row_encoder_writes_the_reference_encoders_bytes(sim, flavor, time_zone):
+    """`RowValueEncoder` (the publisher's, built once per schema) and `row_value_json` (the reference,
+    per row) give the same bytes for every row change of the simulation, with and without old values."""
+    from tidbsim.ticdc_open import RowValueEncoder, row_value_json
+
+    schemas: dict = {}
+    encoders: dict = {}
+    changes = 0
+    for rec in read_changelog(sim / CHANGELOG_PATH):
+        if rec[0] == "schema":
+            schemas[rec[1]] = TableSchema.from_table_info(rec[3], schema_name=rec[2])
+            encoders.pop(rec[1], None)
+            continue
+        if rec[0] != "row":
+            continue
+        _, _, _, _, skey, _, new, old = rec
+        schema = schemas[skey]
+        fast = (
+            encoders.setdefault(  # one per table, as the publisher keeps them (it reuses an old row's text)
+                skey, RowValueEncoder(schema, flavor=flavor, time_zone=time_zone)
+            )
+        )
+        reference = row_value_json(schema, new=new, old=old, flavor=flavor, time_zone=time_zone)
+        assert fast.value(new=new, old=old) == reference
+        without_old = RowValueEncoder(schema, flavor=flavor, time_zone=time_zone, output_old_value=False)
+        reference = row_value_json(
+            schema, new=new, old=old, flavor=flavor, time_zone=time_zone, output_old_value=False
+        )
+        assert without_old.value(new=new, old=old) == reference
+        changes += 1
+    assert changes > 100
+
+
+@pytest.mark.parametrize(
+    ("row_id", "physical_id", "table"), [(None, None, "t"), (7, None, "t<&>"), (0, 12, 'q"\u2028')]
+)
+def test_a_row_key_is_written_as_gos_encoder_writes_the_key_struct(row_id, physical_id, table):
+    from tidbsim.ticdc_open import go_json, key_json
+
+    doc = {"ts": 1 << 60, "scm": "db", "tbl": table, "rid": row_id or None, "ptn": physical_id, "t": 1}
+    expected = go_json({k: v for k, v in doc.items() if v is not None})
+    assert key_json(1 << 60, "db", table, row_id=row_id, physical_id=physical_id) == expected

@@ -34,6 +34,11 @@ EVENT_TYPES = {ROW: "row", DDL: "ddl", RESOLVED: "resolved"}
 _U64 = struct.Struct(">Q")
 _KEY_FIELDS = frozenset({"ts", "scm", "tbl", "rid", "ptn", "t", "ohk", "ccl"})
 
+# A Spark SQL test of a record's key: true for a message of row events (a key `"t":1`), whose values a
+# reader that needs only the keys leaves out (`decode_records` row_values=False). A message it wrongly
+# takes for one fails there, naming its offset; it cannot miss one (JSON escapes every quote in a string).
+ROW_MESSAGE = "contains(key, X'2274223A31')"
+
 EVENT_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -96,15 +101,20 @@ def split_frames(data: bytes, where: Where, what: str) -> list[bytes]:
     return out
 
 
-def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
-    """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
+def split_keys(key: bytes | None, where: Where) -> list[bytes]:
+    """One Kafka message's key -> its key JSONs, checking the version."""
     key = key or b""
     if len(key) < 8:
         raise where.error(f"key of {len(key)} bytes has no 8-byte version")
     (version,) = _U64.unpack_from(key, 0)
     if version != BATCH_VERSION:
         raise where.error(f"unsupported batch version {version} (expected {BATCH_VERSION})")
-    keys = split_frames(key[8:] if isinstance(key, bytes) else bytes(key)[8:], where, "key")
+    return split_frames(key[8:] if isinstance(key, bytes) else bytes(key)[8:], where, "key")
+
+
+def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
+    """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
+    keys = split_keys(key, where)
     values = split_frames(bytes(value or b""), where, "value")
     if len(keys) != len(values):
         raise where.error(f"{len(keys)} keys but {len(values)} values in the batch")
@@ -159,98 +169,171 @@ def parse_ddl_value(data: bytes, where: Where, index: int) -> tuple[str, int]:
     return doc["q"], doc["t"]
 
 
-def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
-    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
-    keys: list[bytes] = []
-    values: list[bytes] = []
-    wheres: list[Where] = []
-    indexes: list[int] = []
-    for key, value, where in messages:
-        pairs = split_message(key, value, where)
-        keys.extend(k for k, _ in pairs)
-        values.extend(v for _, v in pairs)
-        wheres.extend(repeat(where, len(pairs)))
-        indexes.extend(range(len(pairs)))
-    n = len(keys)
-    try:  # one parse for all keys; a failure is located key by key
-        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if n else []
-        if len(docs) != n or set(map(type, docs)) - {dict}:
-            docs = None
+_KEY_NAMES = ("ts", "t", "scm", "tbl", "rid", "ptn", "ohk", "ccl")
+# The Python types each key field may hold in a clean batch (None: absent; `ts` and `t` must be there).
+_KEY_TYPES: dict[str, set[type]] = {
+    "ts": {int},
+    "t": {int},
+    "scm": {str, type(None)},
+    "tbl": {str, type(None)},
+    "rid": {int, type(None)},
+    "ptn": {int, type(None)},
+    "ohk": {bool, type(None)},
+    "ccl": {str, type(None)},
+}
+
+
+@dataclass
+class _Framed:
+    """The (key JSON, value bytes) pairs of a run of messages: per event its message and place in it."""
+
+    keys: list[bytes]
+    values: list[bytes | None]  # None: a row value the reader left out (`decode_records` ``row_values``)
+    messages: list[int]
+    indexes: list[int]
+    wheres: list[Where]  # per message
+
+    def where(self, event: int) -> Where:
+        return self.wheres[self.messages[event]]
+
+
+def _framed(messages: Iterator[tuple[bytes | None, bytes | None, Where]], row_values: bool) -> _Framed:
+    out = _Framed([], [], [], [], [])
+    for m, (key, value, where) in enumerate(messages):
+        out.wheres.append(where)
+        if value is None and not row_values:  # left out by the reader (a row message): the keys alone
+            keys = split_keys(key, where)
+            out.keys.extend(keys)
+            out.values.extend(repeat(None, len(keys)))
+        else:
+            pairs = split_message(key, value, where)
+            out.keys.extend(k for k, _ in pairs)
+            out.values.extend(v for _, v in pairs)
+        n = len(out.keys) - len(out.messages)
+        out.messages.extend(repeat(m, n))
+        out.indexes.extend(range(n))
+    return out
+
+
+def _key_docs(framed: _Framed) -> list[Any]:
+    """Every key JSON in one parse; a failure is located key by key (`parse_key` names it)."""
+    keys = framed.keys
+    try:
+        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if keys else []
+        if len(docs) == len(keys) and not set(map(type, docs)) - {dict}:
+            return docs
     except msgspec.DecodeError:
-        docs = None
-    if docs is None:
-        docs = [parse_key(k, w, i) for k, w, i in zip(keys, wheres, indexes, strict=True)]
+        pass
+    return [
+        parse_key(k, framed.where(e), i) for e, (k, i) in enumerate(zip(keys, framed.indexes, strict=True))
+    ]
+
+
+def _key_columns(docs: list[Any], framed: _Framed) -> dict[str, list[Any]]:
+    """The key fields as columns, checked all at once; a batch that breaks a rule is checked key by key
+    (`parse_key` names the key)."""
     get = dict.get
-    ts: list[Any] = list(map(get, docs, repeat("ts")))  # JSON values: `clean` checks they are ints
-    types = list(map(get, docs, repeat("t")))
-    schemas = list(map(get, docs, repeat("scm")))
-    tables = list(map(get, docs, repeat("tbl")))
-    row_ids = list(map(get, docs, repeat("rid")))
-    physical = list(map(get, docs, repeat("ptn")))
-    ohk = list(map(get, docs, repeat("ohk")))
-    ccl = list(map(get, docs, repeat("ccl")))
+    cols: dict[str, list[Any]] = {name: list(map(get, docs, repeat(name))) for name in _KEY_NAMES}
+    ts, types = cols["ts"], cols["t"]
     clean = (
-        set(map(type, ts)) <= {int}
+        all(set(map(type, cols[name])) <= allowed for name, allowed in _KEY_TYPES.items())
         and set(types) <= {ROW, DDL, RESOLVED}
-        and set(map(type, types)) <= {int}
-        and set(map(type, schemas)) <= {str, type(None)}
-        and set(map(type, tables)) <= {str, type(None)}
-        and set(map(type, row_ids)) <= {int, type(None)}
-        and set(map(type, physical)) <= {int, type(None)}
-        and set(map(type, ohk)) <= {bool, type(None)}
-        and set(map(type, ccl)) <= {str, type(None)}
-        and (not n or (min(ts) >= 0 and max(ts) < 1 << 64))
-        and all(s and t for s, t, ty in zip(schemas, tables, types, strict=True) if ty == ROW)
+        and (not ts or (min(ts) >= 0 and max(ts) < 1 << 64))
+        and all(s and t for s, t, ty in zip(cols["scm"], cols["tbl"], types, strict=True) if ty == ROW)
     )
-    if not clean:  # some key breaks a rule: the per-key check names it
-        for d, w, i in zip(docs, wheres, indexes, strict=True):
-            parse_key(d, w, i)
-    row_values: list[bytes | None] = [None] * n
+    if not clean:
+        for e, (d, i) in enumerate(zip(docs, framed.indexes, strict=True)):
+            parse_key(d, framed.where(e), i)
+    return cols
+
+
+def _plain_value(kind: int, value: bytes, where: Where, index: int, codec: str) -> bytes:
+    """A row or DDL event's value, decompressed; a resolved event's must be empty."""
+    if kind == RESOLVED:
+        if value:
+            raise where.error(f"resolved event with a {len(value)}-byte value (expected none)", index)
+        return b""
+    try:
+        plain = decompress(codec, value)
+    except ValueError as e:
+        raise where.error(f"value does not decompress ({e})", index) from None
+    if kind == ROW and not plain:
+        raise where.error("row event with an empty value", index)
+    return plain
+
+
+def _event_values(types: list[Any], framed: _Framed, codec: str) -> tuple[list[Any], list[Any], list[Any]]:
+    """Per event: its row value (decompressed), DDL query and DDL type; resolved values checked empty."""
+    n = len(types)
+    values = framed.values
+    row_values: list[bytes | None] = [v if t == ROW else None for t, v in zip(types, values, strict=True)]
     queries: list[str | None] = [None] * n
     ddl_types: list[int | None] = [None] * n
+    plain_rows = codec == "none"
     for i, (t, v) in enumerate(zip(types, values, strict=True)):
-        if t == ROW and codec == "none" and v:
-            row_values[i] = v
+        if t == ROW and v is None:  # left out by the reader
             continue
-        where, index = wheres[i], indexes[i]
-        if t == RESOLVED:
-            if v:
-                raise where.error(f"resolved event with a {len(v)}-byte value (expected none)", index)
+        if t == ROW and plain_rows and v:
             continue
-        try:
-            plain = decompress(codec, v)
-        except ValueError as e:
-            raise where.error(f"value does not decompress ({e})", index) from None
+        where, index = framed.where(i), framed.indexes[i]
+        if v is None:
+            raise where.error("a message without a value, or holding row events and others together", index)
+        plain = _plain_value(t, v, where, index, codec)
         if t == DDL:
             queries[i], ddl_types[i] = parse_ddl_value(plain, where, index)
-        elif not plain:
-            raise where.error("row event with an empty value", index)
-        else:
+        elif t == ROW:
             row_values[i] = plain
-    cols = {
-        "topic": [w.topic for w in wheres],
-        "partition": [w.partition for w in wheres],
-        "offset": [w.offset for w in wheres],
-        "index": indexes,
-        "type": types,
-        "ts": ts,
-        "schema": schemas,
-        "table": tables,
-        "row_id": row_ids,
-        "physical_id": physical,
-        "handle_only": [bool(h) for h in ohk],
-        "claim_check": [c or None for c in ccl],
+    return row_values, queries, ddl_types
+
+
+def _decode(
+    messages: Iterator[tuple[bytes | None, bytes | None, Where]],
+    codec: str,
+    places: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+    with_row_values: bool = True,
+) -> pa.Table:
+    """Frames of every message first, then every key JSON in one parse and the columns by ``map``.
+    `places`: the messages' topic, partition and offset columns (else taken from their `Where`)."""
+    framed = _framed(messages, with_row_values)
+    cols = _key_columns(_key_docs(framed), framed)
+    row_values, queries, ddl_types = _event_values(cols["t"], framed, codec)
+    if places is None:
+        wheres = framed.wheres
+        places = (
+            pa.array([w.topic for w in wheres], pa.string()),
+            pa.array([w.partition for w in wheres], pa.int32()),
+            pa.array([w.offset for w in wheres], pa.int64()),
+        )
+    message = pa.array(framed.messages, pa.int32())
+    topic, partition, offset = (pc.take(column, message) for column in places)
+    columns = {
+        "topic": topic,
+        "partition": partition,
+        "offset": offset,
+        "index": framed.indexes,
+        "type": cols["t"],
+        "ts": cols["ts"],
+        "schema": cols["scm"],
+        "table": cols["tbl"],
+        "row_id": cols["rid"],
+        "physical_id": cols["ptn"],
+        "handle_only": [h is True for h in cols["ohk"]],
+        "claim_check": [c or None for c in cols["ccl"]],
         "value": row_values,
         "ddl_query": queries,
         "ddl_type": ddl_types,
     }
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+    return pa.Table.from_pydict(columns, schema=EVENT_SCHEMA)
 
 
-def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
+def decode_records(
+    records: pa.Table | pa.RecordBatch, *, compression: str = "none", row_values: bool = True
+) -> pa.Table:
     """Kafka records (columns key, value, topic, partition, offset) -> events (``EVENT_SCHEMA``), in order.
 
-    An empty batch (a key of the version alone, value empty) yields no event.
+    An empty batch (a key of the version alone, value empty) yields no event. Without ``row_values`` a
+    null value is a message whose values the reader left out (:data:`ROW_MESSAGE` says which): its events
+    must be row events, and their values stay null.
     """
     check_codec(compression)
     keys = records.column("key").to_pylist()
@@ -264,7 +347,16 @@ def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "no
             keys, values, topics, partitions, offsets, strict=True
         )
     )
-    return _decode(messages, compression)
+    places = (
+        _flat(records.column("topic")),
+        _flat(records.column("partition")),
+        _flat(records.column("offset")),
+    )
+    return _decode(messages, compression, places, row_values)
+
+
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def decode_message(
@@ -315,6 +407,7 @@ __all__ = [
     "EVENT_SCHEMA",
     "RESOLVED",
     "ROW",
+    "ROW_MESSAGE",
     "Where",
     "decode_message",
     "decode_records",
@@ -322,5 +415,6 @@ __all__ = [
     "frame",
     "parse_key",
     "records_table",
+    "split_keys",
     "split_message",
 ]
