@@ -215,29 +215,41 @@ class Store:
 def open_store(
     spark, local_s3, toxiproxy, sim: Path, folder: Path, monkeypatch, warehouse: Path | None = None
 ) -> Iterator[Store]:
-    """A new bucket holding the captures of `sim`, uploaded through a new proxy before any fault (its S3A
-    file system, cached by bucket, is made then with the config's endpoint and settings). The warehouse is
-    in the bucket too, unless a local `warehouse` is given. Deletes the proxy when resumed."""
+    """A new bucket holding the captures of `sim` behind a new Toxiproxy proxy (`s3_job`). Deletes the
+    proxy when resumed."""
+    bucket = f"faults-{next(_BUCKETS)}"
+    proxy = toxiproxy.proxy(bucket, local_s3.port)
+    config, target, local = s3_job(spark, local_s3, sim, folder, monkeypatch, bucket, proxy.port, warehouse)
+    yield Store(proxy, config, target, local)
+    toxiproxy.call("DELETE", f"/proxies/{proxy.name}")
+
+
+def s3_job(
+    spark, local_s3, sim: Path, folder: Path, monkeypatch, bucket: str, port: int, warehouse: Path | None
+) -> tuple[Path, str, Path]:
+    """A new `bucket` holding the captures of `sim`, uploaded through the endpoint 127.0.0.1:`port` (a
+    fault proxy) before any fault (its S3A file system, cached by bucket, is made then with the config's
+    endpoint and settings), and the job config reading them. The warehouse is in the bucket too, unless
+    a local `warehouse` is given. Returns the config, the warehouse it names, and the folder its Delta
+    logs can be read from (S3Proxy's filesystem backend keeps each object as a file)."""
     from tests.faults.conftest import JOB, SPARK_LINES
     from tidelake import fs
     from tidelake.config import load_config
     from tidelake.objectstore import configure
 
-    bucket = f"faults-{next(_BUCKETS)}"
     local_s3.make_bucket(bucket)
-    proxy = toxiproxy.proxy(bucket, local_s3.port)
     monkeypatch.setenv(S3_SECRET_ENV, local_s3.credential)
     target = str(warehouse) if warehouse is not None else f"s3a://{bucket}/wh"
-    config = folder / "s3.toml"
+    config = folder / f"{bucket}.toml"
     config.write_text(
         f'[job]\nname = "{JOB}"\n[source]\npath = "s3a://{bucket}/scans"\n'
         f'[target]\nwarehouse = "{target}"\n{SPARK_LINES}'
-        f'[object_store]\nendpoint = "http://127.0.0.1:{proxy.port}"\npath_style_access = true\n'
+        f'[object_store]\nendpoint = "http://127.0.0.1:{port}"\npath_style_access = true\n'
         f'access_key = "{local_s3.identity}"\nsecret_key = "${{{S3_SECRET_ENV}}}"\n'
         "connect_timeout = 2\nread_timeout = 5\nretries = 3\nretry_wait = 0.2\n"
+        "throttle_retries = 4\nthrottle_wait = 0.2\n"
     )
     configure(spark, load_config(config).object_store)
     fs.upload(spark, str(sim / "scans"), f"s3a://{bucket}/scans")
     local = warehouse if warehouse is not None else local_s3.folder / "data" / bucket / "wh"
-    yield Store(proxy, config, target, local)
-    toxiproxy.call("DELETE", f"/proxies/{proxy.name}")
+    return config, target, local
