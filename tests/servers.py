@@ -230,3 +230,43 @@ class KafkaBroker:
     def stop(self) -> None:
         if self.process is not None:
             stop(self.process)
+
+
+def derby_jars() -> Path:
+    """Folder of Derby's network server and client jars that `dev/setup.sh --test` caches."""
+    from tidelake.jars import cache_folder
+
+    return Path(os.environ.get("TIDELAKE_DERBY", cache_folder("derby")))
+
+
+@dataclass
+class DerbyNetworkServer:
+    """Apache Derby's network server on 127.0.0.1 (its databases in `base`): a metastore database that is
+    reached over TCP (`jdbc:derby://host:port/name`), so a fault proxy can stand between it and a run."""
+
+    base: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DerbyNetworkServer:
+        folder = derby_jars()
+        if not any(folder.glob("derbynet-*.jar")):
+            raise RuntimeError(
+                f"no Derby network server in {folder}: run `dev/setup.sh --test` (it caches one)"
+            )
+        log = self.base / "derby.log"
+        self.process = subprocess.Popen(
+            ["java", "-Xmx256m", f"-Dderby.system.home={self.base}", "-cp", f"{folder}/*",
+             "org.apache.derby.drda.NetworkServerControl", "start", "-h", "127.0.0.1", "-p", str(self.port),
+             "-noSecurityManager"],
+            stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        wait_for_port(self.port, 60, self.process, log)
+        return self
+
+    def client_jar(self) -> Path:
+        return next(derby_jars().glob("derbyclient-*.jar"))
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
