@@ -75,6 +75,7 @@ def test_a_share_of_throttled_or_failed_requests_is_retried(
     assert_rerun_is_exactly_once(spark, config, warehouse, local, workload)
 
 
+@pytest.mark.drill  # three runs on S3: minutes on a loaded machine (the message: tests/unit/test_objectstore.py)
 def test_throttling_that_never_ends_stops_with_exit_2_naming_the_endpoint(
     spark, job, fault_proxy: S3FaultProxy, workload: Workload, capsys
 ) -> None:
