@@ -49,6 +49,8 @@ cache_jars dev/jars/pom.xml "$jars" \
 cache_jars dev/s3proxy/pom.xml .cache/s3proxy
 # 3. The Kafka broker the tests start (tests/servers.py), from its own pom: never on spark.jars.
 if [ "$with_tests" = 1 ]; then cache_jars dev/kafka/pom.xml .cache/kafka; fi
+# 3a. Derby's network server and client: the tests' metastore database behind a fault proxy.
+if [ "$with_tests" = 1 ]; then cache_jars dev/derby/pom.xml .cache/derby; fi
 # 3b. Toxiproxy, the fault proxy the network-fault tests put between tidelake and each server
 #     (tests/toxiproxy.py), built once from the Go module proxy (about a minute; needs Go).
 toxiproxy_version=v2.12.0

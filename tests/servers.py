@@ -182,12 +182,21 @@ class KafkaBroker:
     controller_port: int = field(default_factory=free_port)
     advertised_port: int | None = None
     process: subprocess.Popen[bytes] | None = None
+    node_id: int = 1
+    voters: str | None = None  # controller.quorum.voters of a cluster (`KafkaCluster`); else itself only
+    replication: int = 1  # of Kafka's own topics (offsets, transactions)
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> KafkaBroker:
+        self.launch()
+        self.wait()
+        return self
+
+    def launch(self) -> None:
+        """Start the JVM (a cluster's first broker opens its listener only once a quorum is up: `wait`)."""
         home = kafka_home()
         if not any(home.glob("kafka_2.13-*.jar")):
             raise RuntimeError(f"no Kafka broker in {home}: run `dev/setup.sh --test` (it caches one)")
@@ -195,8 +204,8 @@ class KafkaBroker:
         props.write_text(
             "\n".join([
                 "process.roles=broker,controller",
-                "node.id=1",
-                f"controller.quorum.voters=1@127.0.0.1:{self.controller_port}",
+                f"node.id={self.node_id}",
+                f"controller.quorum.voters={self.voters or f'{self.node_id}@127.0.0.1:{self.controller_port}'}",
                 f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
                 f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.advertised_port or self.port}",
                 "controller.listener.names=CONTROLLER",
@@ -205,8 +214,8 @@ class KafkaBroker:
                 f"log.dirs={self.base / 'logs'}",
                 "num.partitions=1",
                 "auto.create.topics.enable=false",
-                "offsets.topic.replication.factor=1",
-                "transaction.state.log.replication.factor=1",
+                f"offsets.topic.replication.factor={self.replication}",
+                f"transaction.state.log.replication.factor={self.replication}",
                 "transaction.state.log.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
                 "log.retention.check.interval.ms=1000",
@@ -222,10 +231,88 @@ class KafkaBroker:
         log = self.base / "broker.log"
         self.process = subprocess.Popen(
             [*java, f"-Dkafka.logs.dir={self.base}", "kafka.Kafka", str(props)],
+            stdout=log.open("ab"), stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def wait(self, timeout: float = 120) -> None:
+        assert self.process is not None
+        wait_for_port(self.port, timeout, self.process, self.base / "broker.log")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop(self.process)
+
+
+@dataclass
+class KafkaCluster:
+    """`size` KRaft brokers, each also a controller of one quorum, on 127.0.0.1: a partition's leader can
+    be stopped while the others serve (Kafka's own topics replicated to all of them)."""
+
+    base: Path
+    size: int = 3
+    brokers: list[KafkaBroker] = field(default_factory=list)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def start(self) -> KafkaCluster:
+        controllers = [free_port() for _ in range(self.size)]
+        voters = ",".join(f"{i + 1}@127.0.0.1:{port}" for i, port in enumerate(controllers))
+        for i, port in enumerate(controllers):
+            folder = self.base / f"broker-{i + 1}"
+            folder.mkdir(parents=True, exist_ok=True)
+            self.brokers.append(
+                KafkaBroker(folder, controller_port=port, node_id=i + 1, voters=voters, replication=self.size)
+            )
+        for broker in self.brokers:
+            broker.launch()
+        for broker in self.brokers:
+            broker.wait()
+        return self
+
+    def broker(self, node_id: int) -> KafkaBroker:
+        return self.brokers[node_id - 1]
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+
+
+def derby_jars() -> Path:
+    """Folder of Derby's network server and client jars that `dev/setup.sh --test` caches."""
+    from tidelake.jars import cache_folder
+
+    return Path(os.environ.get("TIDELAKE_DERBY", cache_folder("derby")))
+
+
+@dataclass
+class DerbyNetworkServer:
+    """Apache Derby's network server on 127.0.0.1 (its databases in `base`): a metastore database that is
+    reached over TCP (`jdbc:derby://host:port/name`), so a fault proxy can stand between it and a run."""
+
+    base: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> DerbyNetworkServer:
+        folder = derby_jars()
+        if not any(folder.glob("derbynet-*.jar")):
+            raise RuntimeError(
+                f"no Derby network server in {folder}: run `dev/setup.sh --test` (it caches one)"
+            )
+        log = self.base / "derby.log"
+        self.process = subprocess.Popen(
+            ["java", "-Xmx256m", f"-Dderby.system.home={self.base}", "-cp", f"{folder}/*",
+             "org.apache.derby.drda.NetworkServerControl", "start", "-h", "127.0.0.1", "-p", str(self.port),
+             "-noSecurityManager"],
             stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )  # fmt: skip
         wait_for_port(self.port, 60, self.process, log)
         return self
+
+    def client_jar(self) -> Path:
+        return next(derby_jars().glob("derbyclient-*.jar"))
 
     def stop(self) -> None:
         if self.process is not None:

@@ -436,18 +436,22 @@ class ObjectStoreConfig:
     session_token: Secret = field(default_factory=lambda: Secret(""))
     # Network faults (unset: S3A's own defaults, fit for a scheduled job: connect 30 s, read 200 s,
     # 7 retries 500 ms apart and growing, each request tried 5 times by the SDK; throttling (503
-    # SlowDown) is retried 20 times). Seconds; `retries` is S3A's retry limit for a failed call.
+    # SlowDown) is retried 20 times from 100 ms, growing). Seconds; `retries` is S3A's retry limit for a
+    # failed call (500 InternalError too), `throttle_retries` for a throttled one (503 SlowDown).
     connect_timeout: int | None = None
     read_timeout: int | None = None
     retries: int | None = None
     retry_wait: float | None = None
+    throttle_retries: int | None = None
+    throttle_wait: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("connect_timeout", "read_timeout", "retry_wait"):
+        for name in ("connect_timeout", "read_timeout", "retry_wait", "throttle_wait"):
             if (value := getattr(self, name)) is not None and value <= 0:
                 raise ValueError(f"{name} must be more than 0 seconds, got {value}")
-        if self.retries is not None and not 0 <= self.retries <= 50:
-            raise ValueError(f"retries must be 0..50, got {self.retries}")
+        for name in ("retries", "throttle_retries"):
+            if (count := getattr(self, name)) is not None and not 0 <= count <= 50:
+                raise ValueError(f"{name} must be 0..50, got {count}")
         if self.endpoint is not None and not re.match(r"^https?://[^/\s]+/?$", self.endpoint):
             raise ValueError(f"endpoint {self.endpoint!r} must be http(s)://host[:port]")
         if bool(self.access_key) != bool(self.secret_key):

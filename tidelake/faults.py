@@ -2,7 +2,8 @@
 
 `fault_point(name)` does nothing unless the environment variable `TIDELAKE_FAULT_POINT` (read once, at
 import) equals `name`; then it writes `reached <name>` to the file `TIDELAKE_FAULT_SIGNAL` names (or
-stderr) and blocks, so that the drill can SIGKILL the process at a point it provably reached.
+stderr) and blocks, so that the drill can SIGKILL the process at a point it provably reached, or do
+something there (stop a server) and let it go on by creating the file `TIDELAKE_FAULT_RESUME` names.
 
 `fault_stage(frame, name)` does the same inside the Spark tasks that read `frame` (the MERGE source):
 each task passes its rows on and then blocks, so the kill lands while the job that writes the table's
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 POINT_ENV = "TIDELAKE_FAULT_POINT"
 SIGNAL_ENV = "TIDELAKE_FAULT_SIGNAL"
+RESUME_ENV = "TIDELAKE_FAULT_RESUME"
 _ARMED = os.environ.get(POINT_ENV) or None
 _BLOCK_SECONDS = 3600.0
 
@@ -55,6 +57,7 @@ def _signal_and_block(name: str) -> None:
     else:
         sys.stderr.write(message)
         sys.stderr.flush()
+    resume = os.environ.get(RESUME_ENV)
     deadline = time.monotonic() + _BLOCK_SECONDS
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
+    while time.monotonic() < deadline and not (resume and os.path.exists(resume)):
+        time.sleep(0.2)

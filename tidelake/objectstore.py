@@ -2,7 +2,8 @@
 
 The settings go on the session's Hadoop configuration at run time (never into SparkConf, so they cannot
 show on the Spark UI's environment page); Spark ships that configuration to the executors with each job.
-An S3 failure (wrong credentials, a missing bucket, an endpoint that does not answer) reaches the driver
+An S3 failure (wrong credentials, a missing bucket, an endpoint that does not answer or keeps answering
+503 SlowDown / 500 InternalError past S3A's retries) reaches the driver
 as a JVM stack trace from wherever it happened; `object_store_errors` turns it into a `ConfigError` that
 names the endpoint and the bucket and never the secret, so the CLI exits 2.
 """
@@ -39,6 +40,8 @@ _FAILURES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("Unable to execute HTTP request", "Connection refused", "UnknownHostException",
          "ConnectTimeoutException", "SdkClientException: Unable to load"),
     ),
+    ("is throttling requests (503 SlowDown)", ("AWSServiceThrottledException", "Status Code: 503", "SlowDown")),
+    ("fails requests (500 InternalError)", ("AWSStatus500Exception", "Status Code: 500", "InternalError")),
 )  # fmt: skip
 
 
@@ -70,6 +73,10 @@ def hadoop_settings(config: ObjectStoreConfig) -> dict[str, str]:
         settings["fs.s3a.retry.limit"] = str(config.retries)
     if config.retry_wait is not None:
         settings["fs.s3a.retry.interval"] = f"{round(config.retry_wait * 1000)}ms"
+    if config.throttle_retries is not None:
+        settings["fs.s3a.retry.throttle.limit"] = str(config.throttle_retries)
+    if config.throttle_wait is not None:
+        settings["fs.s3a.retry.throttle.interval"] = f"{round(config.throttle_wait * 1000)}ms"
     return settings
 
 
@@ -109,6 +116,12 @@ def describe_failure(message: str, config: ObjectStoreConfig) -> str | None:
     endpoint = f"endpoint {config.endpoint}" if config.endpoint else "the default AWS endpoint"
     if problem == "cannot be reached":
         text = f"object store {endpoint} cannot be reached (for {bucket}): check [object_store] endpoint"
+    elif problem.startswith(("is throttling", "fails requests")):
+        settings = "throttle_retries/throttle_wait" if "throttling" in problem else "retries/retry_wait"
+        text = (
+            f"object store {endpoint} {problem} for {bucket} past its retries: run again later, or allow more "
+            f"with [object_store] {settings}"
+        )
     elif problem == "does not exist":
         text = f"{bucket} does not exist at {endpoint}: create it or fix the s3a:// path"
     else:

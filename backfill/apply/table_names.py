@@ -18,12 +18,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelake import conventions, delta, fs
-from tidelake.errors import ConcurrentRunError, ConfigError
+from tidelake.errors import ConcurrentRunError, ConfigError, TidelakeError
 from tidelake.sqlident import quote_ident, quote_qualified
 
 if TYPE_CHECKING:
@@ -38,6 +39,72 @@ _told_in_memory: set[int] = set()
 
 class CatalogConflict(ConfigError):
     """A table cannot be registered under its name: held by something not this job's, or refused."""
+
+
+class MetastoreUnreachable(ConfigError):
+    """The metastore (a service, or its database over the network) does not answer: exit 2 naming it."""
+
+
+# A metastore that does not answer, in the Hive client's failure text (JDBC to its database, Thrift to a
+# service): a refused or reset connection, a timeout, SQLSTATE 08xxx (connection exceptions).
+_METASTORE_UNREACHABLE = (
+    "Connection refused", "ConnectException", "SocketTimeoutException", "SocketException",
+    "SQLNonTransientConnectionException", "SQLTransientConnectionException", "SQLSTATE: 08",
+    "Communications link failure", "TTransportException", "Could not connect to meta store",
+    "Unable to instantiate org.apache.hadoop.hive.ql.metadata.SessionHiveMetaStoreClient",
+)  # fmt: skip
+
+
+REGISTERED_NEXT_RUN = (
+    "what this run committed to Delta stays, whole and tagged (the folders are the truth); the next run "
+    "registers the tables once it answers"
+)
+
+
+def metastore_address(spark: SparkSession) -> str:
+    """The metastore a Hive session uses, for messages: the service's URI, else its database's JDBC URL
+    (without `;user=`/`;password=` and other attributes), else "the embedded metastore"."""
+    uris = spark.conf.get("spark.hadoop.hive.metastore.uris", "") or ""
+    if uris:
+        return f"metastore {uris}"
+    url = spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or ""
+    return f"metastore database {url.split(';')[0]}" if url else "the embedded metastore"
+
+
+@contextmanager
+def metastore_calls(spark: SparkSession, then: str) -> Iterator[None]:
+    """Turn a metastore that does not answer, inside the block, into MetastoreUnreachable naming it and
+    saying `then` (what it means for the run's tables)."""
+    try:
+        yield
+    except TidelakeError:
+        raise
+    except Exception as exc:  # Py4J carries the Hive client's failure as text
+        text = str(exc)
+        if not metastore_unreachable(text) or _embedded(spark):
+            raise
+        first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+        raise MetastoreUnreachable(
+            f"{metastore_address(spark)} cannot be reached ({first}): {then}"
+        ) from None
+
+
+def metastore_unreachable(failure: str) -> bool:
+    """Whether a Hive client's failure text says the metastore did not answer."""
+    return any(marker in failure for marker in _METASTORE_UNREACHABLE)
+
+
+def embedded_derby(url: str, uris: str) -> bool:
+    """Derby inside this JVM (`jdbc:derby:;databaseName=...`), not Derby's network server
+    (`jdbc:derby://host:port/...`) nor a metastore service (`uris`)."""
+    return not uris and url.startswith("jdbc:derby:") and not url.startswith("jdbc:derby://")
+
+
+def _embedded(spark: SparkSession) -> bool:
+    return embedded_derby(
+        spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or "",
+        spark.conf.get("spark.hadoop.hive.metastore.uris", "") or "",
+    )
 
 
 @dataclass(frozen=True)
@@ -136,7 +203,7 @@ def register(spark: SparkSession, target: CatalogTarget, db: str | None, table: 
 
     _say_if_in_memory(spark, target)
     name = target.qualified(db, table)
-    with _LOCK:
+    with _LOCK, metastore_calls(spark, REGISTERED_NEXT_RUN):
         found = entry(spark, target, db, table)
         if found is not None and found.is_ours(path):
             return False
@@ -164,7 +231,7 @@ def unregister(spark: SparkSession, target: CatalogTarget, db: str | None, table
     """Drop the entry under the table's name if it points at `path` (the folder that went); True if dropped.
     The database goes too when that leaves it empty."""
     name = target.qualified(db, table)
-    with _LOCK:
+    with _LOCK, metastore_calls(spark, REGISTERED_NEXT_RUN):
         found = entry(spark, target, db, table)
         if found is None or not found.is_ours(path):
             return False
@@ -189,10 +256,11 @@ def open_metastore(spark: SparkSession, target: CatalogTarget) -> None:
     for it, up to `TIDELAKE_METASTORE_WAIT` seconds (300), then stops with exit 3."""
     wait = float(os.environ.get("TIDELAKE_METASTORE_WAIT", "300"))
     deadline = time.monotonic() + wait
-    embedded = "jdbc:derby:" in (spark.conf.get("spark.hadoop.javax.jdo.option.ConnectionURL", "") or "")
+    embedded = _embedded(spark)
     while True:
         try:
-            spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
+            with metastore_calls(spark, REGISTERED_NEXT_RUN):
+                spark.sql(f"SHOW DATABASES IN {quote_ident(target.catalog)}").take(1)
             return
         except Exception as exc:  # Py4J carries the Hive client's failure as text
             if not embedded or not any(marker in str(exc) for marker in _METASTORE_IN_USE):
@@ -221,9 +289,11 @@ def sync_warehouse(spark: SparkSession, target: CatalogTarget, existing: Iterabl
         if not folder.is_dir or folder.name.startswith(("_", ".")):
             continue
         db = folder.name
-        if not spark.catalog.databaseExists(target.qualified_database(db)):
-            continue
-        for listed in spark.sql(f"SHOW TABLES IN {target.qualified_database(db)}").collect():
+        with metastore_calls(spark, REGISTERED_NEXT_RUN):
+            if not spark.catalog.databaseExists(target.qualified_database(db)):
+                continue
+            listing = spark.sql(f"SHOW TABLES IN {target.qualified_database(db)}").collect()
+        for listed in listing:
             table = listed["tableName"]
             if listed["isTemporary"] or (db, table) in present:
                 continue

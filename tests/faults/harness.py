@@ -3,16 +3,26 @@ named `tidelake.faults` point it provably reached, and judge what it left in the
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tests.toxiproxy import Proxy
 
 REPO = Path(__file__).resolve().parents[2]
+S3_SECRET_ENV = "TIDELAKE_FAULTS_S3_SECRET"
+_BUCKETS = itertools.count()
 SIGNAL_WAIT_SECONDS = 900.0  # a loaded 2-core machine takes minutes to start a JVM and plan
 
 
@@ -135,3 +145,111 @@ def report_outcome(capsys, code: int, stderr: str) -> None:
     last = (stderr.strip().splitlines() or [""])[-1][:300]
     with capsys.disabled():
         print(f"\nfault outcome: exit {code}: {last if code else 'finished'}")
+
+
+def versions(warehouse: Path) -> dict[str, int]:
+    """Every table's newest version in its log, by `db.table` (a rerun that finds nothing to do adds none)."""
+    return {
+        f"{t.parent.name}.{t.name}": max(int(c.stem) for c in (t / "_delta_log").glob("*.json"))
+        for t in delta_tables(warehouse)
+    }
+
+
+def whole_tagged_commits(warehouse: Path, app_id: str) -> list[str]:
+    """Problems with the tables' logs: a commit file that does not parse (half written) or lacks our tag."""
+    problems = untagged_commits(warehouse, app_id)
+    for table in delta_tables(warehouse):
+        for commit in sorted((table / "_delta_log").glob("*.json")):
+            try:
+                actions = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+            except ValueError:
+                problems.append(f"{commit}: not whole JSON")
+                continue
+            if not any("commitInfo" in a for a in actions):
+                problems.append(f"{commit}: no commitInfo")
+    return problems
+
+
+@contextmanager
+def resets(proxy: Proxy, stream: str, toxicity: float, after_ms: int = 0) -> Iterator[None]:
+    """A share `toxicity` of the proxy's connections reset (TCP RST) `after_ms` into them, on `stream`
+    (downstream: mid-read, the server's answers; upstream: mid-upload, our requests)."""
+    proxy.server.call(
+        "POST", f"/proxies/{proxy.name}/toxics",
+        {"name": "resets", "type": "reset_peer", "stream": stream, "toxicity": toxicity,
+         "attributes": {"timeout": after_ms}},
+    )  # fmt: skip
+    try:
+        yield
+    finally:
+        proxy.remove("resets")
+
+
+@contextmanager
+def gone_for_a_while(proxy: Proxy, after: float, lasting: float) -> Iterator[None]:
+    """The proxy's server unreachable (every connection closed, new ones refused) from `after` seconds
+    into the block for `lasting` seconds; reachable again when the block ends in any case."""
+    timers = [threading.Timer(after, proxy.disable), threading.Timer(after + lasting, proxy.enable)]
+    for timer in timers:
+        timer.start()
+    try:
+        yield
+    finally:
+        for timer in timers:
+            timer.cancel()
+        proxy.enable()
+
+
+@dataclass
+class Store:
+    """A bucket of captures behind `proxy`, the job's config reading them, and its warehouse (`warehouse`
+    as the config names it; `local`: the folder its Delta logs can be read from: S3Proxy's filesystem
+    backend keeps each object as a file)."""
+
+    proxy: Proxy
+    config: Path
+    warehouse: str
+    local: Path
+
+
+def open_store(
+    spark, local_s3, toxiproxy, sim: Path, folder: Path, monkeypatch, warehouse: Path | None = None
+) -> Iterator[Store]:
+    """A new bucket holding the captures of `sim` behind a new Toxiproxy proxy (`s3_job`). Deletes the
+    proxy when resumed."""
+    bucket = f"faults-{next(_BUCKETS)}"
+    proxy = toxiproxy.proxy(bucket, local_s3.port)
+    config, target, local = s3_job(spark, local_s3, sim, folder, monkeypatch, bucket, proxy.port, warehouse)
+    yield Store(proxy, config, target, local)
+    toxiproxy.call("DELETE", f"/proxies/{proxy.name}")
+
+
+def s3_job(
+    spark, local_s3, sim: Path, folder: Path, monkeypatch, bucket: str, port: int, warehouse: Path | None
+) -> tuple[Path, str, Path]:
+    """A new `bucket` holding the captures of `sim`, uploaded through the endpoint 127.0.0.1:`port` (a
+    fault proxy) before any fault (its S3A file system, cached by bucket, is made then with the config's
+    endpoint and settings), and the job config reading them. The warehouse is in the bucket too, unless
+    a local `warehouse` is given. Returns the config, the warehouse it names, and the folder its Delta
+    logs can be read from (S3Proxy's filesystem backend keeps each object as a file)."""
+    from tests.faults.conftest import JOB, SPARK_LINES
+    from tidelake import fs
+    from tidelake.config import load_config
+    from tidelake.objectstore import configure
+
+    local_s3.make_bucket(bucket)
+    monkeypatch.setenv(S3_SECRET_ENV, local_s3.credential)
+    target = str(warehouse) if warehouse is not None else f"s3a://{bucket}/wh"
+    config = folder / f"{bucket}.toml"
+    config.write_text(
+        f'[job]\nname = "{JOB}"\n[source]\npath = "s3a://{bucket}/scans"\n'
+        f'[target]\nwarehouse = "{target}"\n{SPARK_LINES}'
+        f'[object_store]\nendpoint = "http://127.0.0.1:{port}"\npath_style_access = true\n'
+        f'access_key = "{local_s3.identity}"\nsecret_key = "${{{S3_SECRET_ENV}}}"\n'
+        "connect_timeout = 2\nread_timeout = 5\nretries = 3\nretry_wait = 0.2\n"
+        "throttle_retries = 4\nthrottle_wait = 0.2\n"
+    )
+    configure(spark, load_config(config).object_store)
+    fs.upload(spark, str(sim / "scans"), f"s3a://{bucket}/scans")
+    local = warehouse if warehouse is not None else local_s3.folder / "data" / bucket / "wh"
+    return config, target, local

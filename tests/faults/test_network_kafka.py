@@ -10,10 +10,9 @@ and one more run adds no version.
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +20,15 @@ import pytest
 
 from backfill.cli import main
 from tests.faults.conftest import APP_ID, JOB, OBJECT_STORE_LINES, SPARK_LINES, Workload
-from tests.faults.harness import delta_tables, report_outcome, table_rows, untagged_commits
+from tests.faults.harness import (
+    delta_tables,
+    gone_for_a_while,
+    report_outcome,
+    resets,
+    table_rows,
+    untagged_commits,
+    versions,
+)
 from tests.servers import KafkaBroker, free_port
 from tests.toxiproxy import Proxy
 
@@ -75,13 +82,6 @@ def config(workload: Workload, folder: Path, warehouse: Path, source_lines: str)
     return path
 
 
-def versions(warehouse: Path) -> dict[str, int]:
-    return {
-        f"{t.parent.name}.{t.name}": max(int(c.stem) for c in (t / "_delta_log").glob("*.json"))
-        for t in delta_tables(warehouse)
-    }
-
-
 def run_then_rerun(
     spark,
     feed: Feed,
@@ -118,35 +118,21 @@ def test_latency_spikes_on_the_broker_change_nothing(spark, feed: Feed, workload
 
 
 def test_connections_reset_at_random_mid_read(spark, feed: Feed, workload, tmp_path, capsys) -> None:
-    @contextmanager
-    def resets() -> Iterator[None]:
-        feed.proxy.server.call(
-            "POST", f"/proxies/{feed.proxy.name}/toxics",
-            {"name": "resets", "type": "reset_peer", "stream": "downstream", "toxicity": 0.3, "attributes": {"timeout": 50}},
-        )  # fmt: skip
-        try:
-            yield
-        finally:
-            feed.proxy.remove("resets")
-
-    run_then_rerun(spark, feed, workload, tmp_path, resets, capsys)
+    run_then_rerun(
+        spark,
+        feed,
+        workload,
+        tmp_path,
+        lambda: resets(feed.proxy, "downstream", toxicity=0.3, after_ms=50),
+        capsys,
+    )
 
 
 @pytest.mark.parametrize("after", [1.0, 4.0])  # about the plan, about the read (timing varies)
 def test_the_broker_gone_for_a_while(spark, feed: Feed, workload, tmp_path, capsys, after: float) -> None:
-    @contextmanager
-    def gone() -> Iterator[None]:
-        timers = [threading.Timer(after, feed.proxy.disable), threading.Timer(after + 6, feed.proxy.enable)]
-        for timer in timers:
-            timer.start()
-        try:
-            yield
-        finally:
-            for timer in timers:
-                timer.cancel()
-            feed.proxy.enable()
-
-    run_then_rerun(spark, feed, workload, tmp_path, gone, capsys)
+    run_then_rerun(
+        spark, feed, workload, tmp_path, lambda: gone_for_a_while(feed.proxy, after, lasting=6), capsys
+    )
 
 
 def test_the_broker_gone_between_plan_and_read_stops_with_exit_2_naming_it(

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from backfill.apply.table_names import CatalogTarget, same_location, sql_string
+from backfill.apply.table_names import (
+    CatalogTarget,
+    embedded_derby,
+    metastore_unreachable,
+    same_location,
+    sql_string,
+)
 from backfill.snapshot import NotAtTs, TableHistory, latest_common_ts, nearest, version_at
 from reconcile.downstream import VersionTs
 from tidelake.config import TargetConfig
@@ -81,3 +87,21 @@ def test_a_ts_a_table_never_stood_at_names_the_nearest() -> None:
         NotAtTs, match=r"table db.a never stood at resolved ts 250: .* 200 before and 300 after"
     ):
         version_at(history("a", 100, 200, 300), 250)
+
+
+def test_derby_network_server_and_services_are_not_the_embedded_metastore() -> None:
+    """Only Derby inside the JVM serves one process at a time (the wait for it); a Derby network server
+    or a Thrift service that does not answer is unreachable, not busy."""
+    assert embedded_derby("jdbc:derby:;databaseName=/m/metastore_db;create=true", "")
+    assert not embedded_derby("jdbc:derby://127.0.0.1:1527/metastore_db;create=true", "")
+    assert not embedded_derby("jdbc:derby:;databaseName=/m", "thrift://h:9083")
+    assert not embedded_derby("jdbc:mysql://h/metastore", "")
+
+
+def test_a_metastore_that_does_not_answer_is_told_from_other_failures() -> None:
+    assert metastore_unreachable(
+        "java.sql.SQLNonTransientConnectionException: java.net.ConnectException : Error connecting to server "
+        "127.0.0.1 on port 1527 with message Connection refused."
+    )
+    assert metastore_unreachable("org.apache.thrift.transport.TTransportException: java.net.SocketException")
+    assert not metastore_unreachable("[TABLE_OR_VIEW_ALREADY_EXISTS] Cannot create table")

@@ -49,18 +49,26 @@ def test_endpoint_and_keys_become_s3a_settings() -> None:
 def test_timeouts_and_retries_become_s3a_settings_and_are_checked(tmp_path) -> None:
     conf = tmp_path / "c.toml"
     base = '[source]\npath = "s3a://b/scans"\n[target]\nwarehouse = "s3a://w/wh"\n[object_store]\n'
-    conf.write_text(base + "connect_timeout = 5\nread_timeout = 60\nretries = 4\nretry_wait = 1.5\n")
+    conf.write_text(
+        base + "connect_timeout = 5\nread_timeout = 60\nretries = 4\nretry_wait = 1.5\n"
+        "throttle_retries = 9\nthrottle_wait = 0.25\n"
+    )
     assert hadoop_settings(load_config(conf).object_store) == {
         "fs.s3a.connection.establish.timeout": "5s",
         "fs.s3a.connection.timeout": "60s",
         "fs.s3a.retry.limit": "4",
         "fs.s3a.retry.interval": "1500ms",
+        "fs.s3a.retry.throttle.limit": "9",
+        "fs.s3a.retry.throttle.interval": "250ms",
     }
     conf.write_text(base + "read_timeout = 0\n")
     with pytest.raises(ConfigError, match="read_timeout must be more than 0"):
         load_config(conf)
     conf.write_text(base + "retries = -1\n")
     with pytest.raises(ConfigError, match="retries must be 0..50"):
+        load_config(conf)
+    conf.write_text(base + "throttle_wait = 0\n")
+    with pytest.raises(ConfigError, match="throttle_wait must be more than 0"):
         load_config(conf)
 
 
@@ -91,6 +99,13 @@ def test_config_checks_and_secrets_from_the_environment(tmp_path) -> None:
          "s3a://data/scans: NoSuchBucket: The specified bucket does not exist", "does not exist"),
         ("org.apache.hadoop.net.ConnectTimeoutException: s3a://data/scans: Unable to execute HTTP request: "
          "Connection refused", "cannot be reached"),
+        # the texts S3A gave behind tests/httpfaults.py answering every request with S3's error
+        ("org.apache.hadoop.fs.s3a.AWSServiceThrottledException: getFileStatus on s3a://data/wh: software."
+         "amazon.awssdk.services.s3.model.S3Exception: null (Service: S3, Status Code: 503, Request ID: X)",
+         "is throttling requests (503 SlowDown)"),
+        ("org.apache.hadoop.fs.s3a.AWSStatus500Exception: getFileStatus on s3a://data/wh: software.amazon."
+         "awssdk.services.s3.model.S3Exception: null (Service: S3, Status Code: 500, Request ID: X)",
+         "fails requests (500 InternalError)"),
     ],
 )  # fmt: skip
 def test_s3_failures_name_endpoint_and_bucket_never_the_secret(jvm_text: str, says: str) -> None:

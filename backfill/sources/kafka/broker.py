@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelake.errors import InputError, TidelakeError
 
@@ -60,6 +60,7 @@ def list_offsets(spark: SparkSession, config: KafkaSourceConfig) -> dict[TopicPa
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     where = f"Kafka at {config.bootstrap_servers}"
+    leaderless: list[str] = []  # partitions whose leader broker is down: named when the offsets time out
     try:
         consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(_client_properties(spark, config))
     except Exception as exc:  # a bad option value: the client refuses its config
@@ -75,6 +76,7 @@ def list_offsets(spark: SparkSession, config: KafkaSourceConfig) -> dict[TopicPa
         for topic in wanted:
             for info in topics.get(topic):
                 parts.add(jvm.org.apache.kafka.common.TopicPartition(topic, info.partition()))
+                leaderless.extend(_without_leader(topic, info))
         earliest = consumer.beginningOffsets(parts, timeout)
         latest = consumer.endOffsets(parts, timeout)
         return {
@@ -84,9 +86,22 @@ def list_offsets(spark: SparkSession, config: KafkaSourceConfig) -> dict[TopicPa
     except InputError:
         raise
     except Exception as exc:  # Py4J carries the client's exception: timeouts, refused authentication
-        raise InputError(f"{where}: cannot read topic metadata: {_first_line(exc)}") from None
+        unled = f"; {', '.join(leaderless)}" if leaderless else ""
+        raise InputError(f"{where}: cannot read topic metadata: {_first_line(exc)}{unled}") from None
     finally:
         consumer.close()
+
+
+def _without_leader(topic: str, info: Any) -> list[str]:
+    """`["partition t[p] has no leader (replica broker ids 1, 2 unavailable)"]` for a partition (a Kafka
+    PartitionInfo) whose leader broker is down (the metadata then has no leader for it), else []."""
+    leader = info.leader()
+    if leader is not None and not leader.isEmpty():
+        return []
+    replicas = ", ".join(str(node.id()) for node in info.replicas())
+    return [
+        f"partition {topic}[{info.partition()}] has no leader (replica broker ids {replicas} unavailable)"
+    ]
 
 
 def matching_topics(topics: list[str], config: KafkaSourceConfig) -> list[str]:
