@@ -32,9 +32,9 @@ from __future__ import annotations
 import base64
 import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn, cast
 
 import sqlglot
 from sqlglot import exp
@@ -251,6 +251,83 @@ def _charset_and_collation(charset: str, collate: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------- columns
 
 
+@dataclass
+class _ColumnClauses:
+    """What a column definition's clauses say besides its type."""
+
+    charset: str = ""
+    collate: str = ""  # "binary_collation" for `BINARY`: the charset's _bin collation
+    not_null: bool = False
+    primary: bool = False
+    zerofill: bool = False  # ZEROFILL implies UNSIGNED
+    default: Any = None
+    default_bit: bytes | None = None
+    generated: str = ""
+    stored: bool = False
+    json_check: bool = False  # CHECK (json_valid(`c`)): MariaDB's JSON
+
+
+def _read_not_null(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.not_null = not c.args.get("allow_null")
+
+
+def _read_primary(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.primary = True
+
+
+def _read_charset(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.charset = c.this.name.lower()
+
+
+def _read_collate(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.collate = c.this.name.lower()
+
+
+def _read_binary(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.collate = "binary_collation"
+
+
+def _read_zerofill(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.zerofill = True
+
+
+def _read_default(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.default, clauses.default_bit = _default(c.this)
+
+
+def _read_generated(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    clauses.generated, clauses.stored = c.this.sql(_DIALECT), bool(c.args.get("persisted"))
+
+
+def _read_check(clauses: _ColumnClauses, c: exp.Expression) -> None:
+    check = c.this
+    clauses.json_check = isinstance(check, exp.Anonymous) and check.name.lower() == "json_valid"
+
+
+# the column constraints that matter, in the order they are tried; the others (COMMENT, AUTO_INCREMENT...) do not
+_CLAUSE_READERS: tuple[tuple[type[exp.Expression], Callable[[_ColumnClauses, exp.Expression], None]], ...] = (
+    (exp.NotNullColumnConstraint, _read_not_null),
+    (exp.PrimaryKeyColumnConstraint, _read_primary),
+    (exp.CharacterSetColumnConstraint, _read_charset),
+    (exp.CollateColumnConstraint, _read_collate),
+    (exp.BinaryColumnConstraint, _read_binary),
+    (exp.ZeroFillColumnConstraint, _read_zerofill),
+    (exp.DefaultColumnConstraint, _read_default),
+    (exp.ComputedColumnConstraint, _read_generated),
+    (exp.CheckColumnConstraint, _read_check),
+)
+
+
+def _column_clauses(definition: exp.ColumnDef) -> _ColumnClauses:
+    clauses = _ColumnClauses()
+    for constraint in definition.constraints:
+        for kind, read in _CLAUSE_READERS:
+            if isinstance(constraint.kind, kind):
+                read(clauses, constraint.kind)
+                break
+    return clauses
+
+
 def _column(
     definition: exp.ColumnDef, col_id: int, table_charset: str, table_collate: str, sql: str
 ) -> tuple[dict[str, Any], bool]:
@@ -259,97 +336,93 @@ def _column(
     kind = definition.args.get("kind")
     if not isinstance(kind, exp.DataType):
         raise DdlTextError(f"column {name!r} has no type: {sql!r}")
-    charset, collate = "", ""
-    not_null = primary = unsigned = False
-    default: Any = None
-    default_bit: bytes | None = None
-    generated, stored, json_check = "", False, False
-    for constraint in definition.constraints:
-        c = constraint.kind
-        if isinstance(c, exp.NotNullColumnConstraint):
-            not_null = not c.args.get("allow_null")
-        elif isinstance(c, exp.PrimaryKeyColumnConstraint):
-            primary = True
-        elif isinstance(c, exp.CharacterSetColumnConstraint):
-            charset = c.this.name.lower()
-        elif isinstance(c, exp.CollateColumnConstraint):
-            collate = c.this.name.lower()
-        elif isinstance(c, exp.BinaryColumnConstraint):
-            collate = "binary_collation"  # `varchar(n) BINARY`: the charset's _bin collation
-        elif isinstance(c, exp.ZeroFillColumnConstraint):
-            unsigned = True
-        elif isinstance(c, exp.DefaultColumnConstraint):
-            default, default_bit = _default(c.this, name, sql)
-        elif isinstance(c, exp.ComputedColumnConstraint):
-            generated, stored = c.this.sql(_DIALECT), bool(c.args.get("persisted"))
-        elif isinstance(c, exp.CheckColumnConstraint):
-            check = c.this
-            json_check = isinstance(check, exp.Anonymous) and check.name.lower() == "json_valid"
     dtype = kind.this.name
     if dtype not in _TYPES:
         raise DdlTextError(f"column {name!r}: type {kind.sql(_DIALECT)} is not supported: {sql!r}")
-    base, type_unsigned = _TYPES[dtype]
-    unsigned = unsigned or type_unsigned
-    args = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name for p in kind.expressions]
-    if dtype == "BOOLEAN":
-        args = ["1"]
-    elif dtype == "SERIAL":
-        not_null = True
-    if base == "float" and len(args) == 1 and int(args[0]) > 24:
-        base, args = "double", []  # FLOAT(p) with p > 24 is a DOUBLE
-    if base == "longtext" and json_check:
-        base = "json"  # MariaDB's JSON: LONGTEXT CHECK (json_valid(`c`))
-    if collate == "binary_collation":
-        collate = ""
-        charset = charset or table_charset
-        collate = "binary" if charset == "binary" else f"{charset}_bin"
+    clauses = _column_clauses(definition)
+    base, args = _base_type(kind, clauses.json_check)
     textual = base in _TEXT_AS_BINARY or base in ("enum", "set")
-    if textual:
-        charset, collate = _charset_and_collation(
-            charset or ("" if collate else table_charset), collate or ("" if charset else table_collate)
-        )
-        if charset == "binary" and base in _TEXT_AS_BINARY:
-            base = _TEXT_AS_BINARY[base]
-    elems = [e.name for e in kind.expressions] if base in ("enum", "set") else None
-    if base in _NO_ARGUMENTS or base in ("enum", "set"):
-        args = []
-    if base == "bit" and not args:
-        args = ["1"]
-    if base in ("char", "binary") and not args:
-        args = ["1"]
-    sql_type = f"{base}({','.join(args)})" if args else base
-    if unsigned:
-        sql_type += " unsigned"
+    charset, collate = _column_charset(
+        textual, clauses.charset, clauses.collate, table_charset, table_collate
+    )
+    if charset == "binary" and base in _TEXT_AS_BINARY:
+        base = _TEXT_AS_BINARY[base]
+    bit = clauses.default_bit
     try:
         info = tableinfo.column_info(
             col_id,
             name,
-            sql_type,
+            _sql_type(base, args, clauses.zerofill or _TYPES[dtype][1]),
             offset=col_id - 1,
-            not_null=not_null,
-            primary_key=primary,
-            default=default,
-            origin_default=default,
-            origin_default_bit=base64.b64encode(default_bit).decode() if default_bit is not None else None,
-            generated_expr=generated,
-            generated_stored=stored,
+            not_null=clauses.not_null or dtype == "SERIAL",
+            primary_key=clauses.primary,
+            default=clauses.default,
+            origin_default=clauses.default,
+            origin_default_bit=base64.b64encode(bit).decode() if bit is not None else None,
+            generated_expr=clauses.generated,
+            generated_stored=clauses.stored,
             collate=collate or "utf8mb4_bin",
         )
     except ValueError as exc:
         raise DdlTextError(f"column {name!r}: {exc}: {sql!r}") from None
-    ft = info["type"]
-    if elems is not None:
+    _finish_field_type(info["type"], kind, base, dtype, textual, (charset, collate))
+    info["default_bit"] = info["origin_default_bit"]
+    return info, clauses.primary
+
+
+def _base_type(kind: exp.DataType, json_check: bool) -> tuple[str, list[str]]:
+    """(MySQL base type name, its arguments as written) of a column type sqlglot read."""
+    dtype = kind.this.name
+    base = _TYPES[dtype][0]
+    args = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name for p in kind.expressions]
+    if dtype == "BOOLEAN":
+        args = ["1"]
+    if base == "float" and len(args) == 1 and int(args[0]) > 24:
+        base, args = "double", []  # FLOAT(p) with p > 24 is a DOUBLE
+    if base == "longtext" and json_check:
+        base = "json"  # MariaDB's JSON: LONGTEXT CHECK (json_valid(`c`))
+    return base, args
+
+
+def _column_charset(
+    textual: bool, charset: str, collate: str, table_charset: str, table_collate: str
+) -> tuple[str, str]:
+    """A column's charset and collation: its own, else the table's (textual types only)."""
+    if collate == "binary_collation":
+        charset = charset or table_charset
+        collate = "binary" if charset == "binary" else f"{charset}_bin"
+    if textual:
+        charset, collate = _charset_and_collation(
+            charset or ("" if collate else table_charset), collate or ("" if charset else table_collate)
+        )
+    return charset, collate
+
+
+def _sql_type(base: str, args: list[str], unsigned: bool) -> str:
+    """The type as tableinfo.field_type reads it: ``decimal(10,2) unsigned``, ``char(1)``..."""
+    if base in _NO_ARGUMENTS:
+        args = []
+    if base in ("bit", "char", "binary") and not args:
+        args = ["1"]
+    sql_type = f"{base}({','.join(args)})" if args else base
+    return sql_type + " unsigned" if unsigned else sql_type
+
+
+def _finish_field_type(
+    ft: dict[str, Any], kind: exp.DataType, base: str, dtype: str, textual: bool, charset: tuple[str, str]
+) -> None:
+    """What tableinfo.field_type cannot know from the type text: ENUM/SET elements, charset, SERIAL."""
+    if base in ("enum", "set"):
+        elems = [e.name for e in kind.expressions]
         ft["Elems"] = elems
         ft["Flen"] = max((len(e) for e in elems), default=1) if base == "enum" else len(",".join(elems))
     if textual and ft["Charset"] != "binary":
-        ft["Charset"], ft["Collate"] = charset, collate
+        ft["Charset"], ft["Collate"] = charset
     if dtype == "SERIAL":
         ft["Flag"] |= S.FLAG_NOT_NULL
-    info["default_bit"] = info["origin_default_bit"]
-    return info, primary
 
 
-def _default(value: exp.Expression, column: str, sql: str) -> tuple[Any, bytes | None]:
+def _default(value: exp.Expression) -> tuple[Any, bytes | None]:
     """(origin default text, BIT default bytes) of a DEFAULT clause; expressions have none."""
     if isinstance(value, exp.Null):
         return None, None
@@ -478,85 +551,139 @@ def _renamed(table_info: Mapping[str, Any], schema: str, table: str) -> DdlEffec
     return DdlEffect("rename", info, schema, table)
 
 
-def _alter(table_info: Mapping[str, Any], statement: exp.Alter, sql: str, schema: str) -> DdlEffect:
-    info = copy.deepcopy(dict(table_info))
-    cols: list[dict[str, Any]] = list(info["cols"])
-    charset, collate = str(info.get("charset") or "utf8mb4"), str(info.get("collate") or "utf8mb4_bin")
-    changed = False
+@dataclass
+class _Alteration:
+    """One ALTER TABLE statement's work on a copy of the table: its columns, and what changed."""
+
+    info: dict[str, Any]
+    cols: list[dict[str, Any]]
+    sql: str
+    schema: str
+    changed: bool = False
     new_name: tuple[str, str] | None = None
 
-    def find(column: str) -> int:
-        for i, c in enumerate(cols):
+    @property
+    def charset(self) -> tuple[str, str]:
+        """The table's charset and collation, which new columns take by default."""
+        return str(self.info.get("charset") or "utf8mb4"), str(self.info.get("collate") or "utf8mb4_bin")
+
+    def find(self, column: str) -> int:
+        for i, c in enumerate(self.cols):
             if c["name"]["L"] == column.lower():
                 return i
-        raise DdlTextError(f"DDL {sql!r}: table {schema}.{info['name']['O']} has no column {column!r}")
+        raise DdlTextError(
+            f"DDL {self.sql!r}: table {self.schema}.{self.info['name']['O']} has no column {column!r}"
+        )
 
-    def place(column: dict[str, Any], position: exp.Expression | None, at: int) -> None:
+    def place(self, column: dict[str, Any], position: exp.Expression | None, at: int) -> None:
+        """Insert ``column`` at ``at``, or where its FIRST / AFTER clause says."""
         if isinstance(position, exp.ColumnPosition):
             first = str(position.args.get("position", "")).upper() == "FIRST"
-            at = 0 if first else find(position.this.name) + 1
-        cols.insert(at, column)
+            at = 0 if first else self.find(position.this.name) + 1
+        self.cols.insert(at, column)
 
+
+def _add_column(alter: _Alteration, action: exp.Expression) -> None:
+    top = max([int(alter.info.get("max_col_id") or 0), *(int(c["id"]) for c in alter.cols)])
+    column, primary = _column(cast(exp.ColumnDef, action), top + 1, *alter.charset, alter.sql)
+    if primary:
+        raise DdlTextError(f"DDL {alter.sql!r}: ADD COLUMN ... PRIMARY KEY is not supported")
+    alter.info["max_col_id"] = column["id"]
+    alter.place(column, action.args.get("position"), len(alter.cols))
+    alter.changed = True
+
+
+def _drop(alter: _Alteration, action: exp.Expression) -> None:
+    """DROP COLUMN; any other DROP (index, foreign key, check) changes no column."""
+    if str(action.args.get("kind", "")).upper() == "COLUMN":
+        for target in action.args.get("tables") or ():
+            alter.cols.pop(alter.find(target.name))
+        alter.changed = True
+
+
+def _modify_column(alter: _Alteration, action: exp.Expression) -> None:
+    """MODIFY / CHANGE COLUMN: a new definition under the same id, still in the primary key if it was."""
+    definition = action.this
+    old = action.args.get("rename_from")
+    at = alter.find(old.name if old is not None else definition.this.name)
+    previous = alter.cols.pop(at)
+    column, _ = _column(definition, int(previous["id"]), *alter.charset, alter.sql)
+    if previous["type"]["Flag"] & S.FLAG_PRI_KEY:
+        column["type"]["Flag"] |= S.FLAG_PRI_KEY | S.FLAG_NOT_NULL
+    alter.place(column, definition.args.get("position"), at)
+    alter.changed = True
+
+
+def _rename_column(alter: _Alteration, action: exp.Expression) -> None:
+    column = alter.cols[alter.find(action.this.name)]
+    to = action.args["to"].name
+    column["name"] = {"O": to, "L": to.lower()}
+    alter.changed = True
+
+
+def _alter_column(alter: _Alteration, action: exp.Expression) -> None:
+    """ALTER COLUMN ... SET DEFAULT / DROP DEFAULT (the current default only: no column change)."""
+    if not (action.args.get("drop") or "default" in action.args):
+        _not_understood(alter, action)
+    column = alter.cols[alter.find(action.this.name)]
+    column["default"] = None if action.args.get("drop") else _default(action.args["default"])[0]
+
+
+def _rename_table(alter: _Alteration, action: exp.Expression) -> None:
+    alter.new_name = (action.this.db or alter.schema, action.this.name)
+
+
+def _add_constraint(alter: _Alteration, action: exp.Expression) -> None:
+    for constraint in action.expressions:
+        if isinstance(constraint, exp.PrimaryKey):
+            for part in constraint.expressions:  # TiDB adds primary keys NONCLUSTERED only
+                column = alter.cols[alter.find(_key_part(part, alter.sql)[0])]
+                column["type"]["Flag"] |= S.FLAG_PRI_KEY | S.FLAG_NOT_NULL
+            alter.changed = True
+
+
+def _drop_primary_key(alter: _Alteration, action: exp.Expression) -> None:
+    if alter.info.get("pk_is_handle") or alter.info.get("is_common_handle"):
+        raise DdlTextError(f"DDL {alter.sql!r}: a clustered primary key cannot be dropped")
+    for column in alter.cols:
+        column["type"]["Flag"] &= ~S.FLAG_PRI_KEY
+    alter.changed = True
+
+
+def _no_column_change(alter: _Alteration, action: exp.Expression) -> None:
+    """Indexes: nothing to do."""
+
+
+def _not_understood(alter: _Alteration, action: exp.Expression) -> NoReturn:
+    raise DdlTextError(f"cannot apply DDL {alter.sql!r}: {action.sql(_DIALECT)!r} is not understood")
+
+
+# what each ALTER TABLE spec sqlglot reads does to the table; any other spec is not understood
+_ALTER_SPECS: tuple[tuple[type[exp.Expression], Callable[[_Alteration, exp.Expression], None]], ...] = (
+    (exp.ColumnDef, _add_column),
+    (exp.Drop, _drop),
+    (exp.ModifyColumn, _modify_column),
+    (exp.RenameColumn, _rename_column),
+    (exp.AlterColumn, _alter_column),
+    (exp.AlterRename, _rename_table),
+    (exp.AddConstraint, _add_constraint),
+    (exp.DropPrimaryKey, _drop_primary_key),
+    (exp.AlterIndex, _no_column_change),
+    (exp.RenameIndex, _no_column_change),
+)
+
+
+def _alter(table_info: Mapping[str, Any], statement: exp.Alter, sql: str, schema: str) -> DdlEffect:
+    info = copy.deepcopy(dict(table_info))
+    alter = _Alteration(info, list(info["cols"]), sql, schema)
     for action in statement.args.get("actions") or ():
-        if isinstance(action, exp.ColumnDef):
-            top = max([int(info.get("max_col_id") or 0), *(int(c["id"]) for c in cols)])
-            column, primary = _column(action, top + 1, charset, collate, sql)
-            if primary:
-                raise DdlTextError(f"DDL {sql!r}: ADD COLUMN ... PRIMARY KEY is not supported")
-            info["max_col_id"] = column["id"]
-            place(column, action.args.get("position"), len(cols))
-            changed = True
-        elif isinstance(action, exp.Drop) and str(action.args.get("kind", "")).upper() == "COLUMN":
-            for target in action.args.get("tables") or ():
-                cols.pop(find(target.name))
-            changed = True
-        elif isinstance(action, exp.ModifyColumn):
-            definition = action.this
-            old = action.args.get("rename_from")
-            at = find(old.name if old is not None else definition.this.name)
-            previous = cols.pop(at)
-            column, _ = _column(definition, int(previous["id"]), charset, collate, sql)
-            column["type"]["Flag"] |= previous["type"]["Flag"] & S.FLAG_PRI_KEY
-            if previous["type"]["Flag"] & S.FLAG_PRI_KEY:
-                column["type"]["Flag"] |= S.FLAG_NOT_NULL
-            place(column, definition.args.get("position"), at)
-            changed = True
-        elif isinstance(action, exp.RenameColumn):
-            column = cols[find(action.this.name)]
-            to = action.args["to"].name
-            column["name"] = {"O": to, "L": to.lower()}
-            changed = True
-        elif isinstance(action, exp.AlterColumn) and (action.args.get("drop") or "default" in action.args):
-            column = cols[find(action.this.name)]
-            column["default"] = (
-                None if action.args.get("drop") else _default(action.args["default"], "", sql)[0]
-            )
-        elif isinstance(action, exp.AlterRename):
-            new_name = (action.this.db or schema, action.this.name)
-        elif isinstance(action, exp.AddConstraint):
-            for constraint in action.expressions:
-                if isinstance(constraint, exp.PrimaryKey):
-                    for part in constraint.expressions:  # TiDB adds primary keys NONCLUSTERED only
-                        cols[find(_key_part(part, sql)[0])]["type"]["Flag"] |= (
-                            S.FLAG_PRI_KEY | S.FLAG_NOT_NULL
-                        )
-                    changed = True
-        elif isinstance(action, exp.DropPrimaryKey):
-            if info.get("pk_is_handle") or info.get("is_common_handle"):
-                raise DdlTextError(f"DDL {sql!r}: a clustered primary key cannot be dropped")
-            for column in cols:
-                column["type"]["Flag"] &= ~S.FLAG_PRI_KEY
-            changed = True
-        elif isinstance(action, exp.Drop | exp.AlterIndex | exp.RenameIndex):
-            continue  # indexes, foreign keys, checks: no column changes
-        else:
-            raise DdlTextError(f"cannot apply DDL {sql!r}: {action.sql(_DIALECT)!r} is not understood")
-    info["cols"] = [dict(c, offset=i) for i, c in enumerate(cols)]
+        apply = next((apply for spec, apply in _ALTER_SPECS if isinstance(action, spec)), _not_understood)
+        apply(alter, action)
+    info["cols"] = [dict(c, offset=i) for i, c in enumerate(alter.cols)]
     _renumber_primary_index(info, sql)
-    if new_name is not None:
-        renamed = _renamed(info, *new_name)
-        return renamed
-    return DdlEffect("alter" if changed else "none", info, schema, str(info["name"]["O"]))
+    if alter.new_name is not None:
+        return _renamed(info, *alter.new_name)
+    return DdlEffect("alter" if alter.changed else "none", info, schema, str(info["name"]["O"]))
 
 
 def _renumber_primary_index(info: dict[str, Any], sql: str) -> None:
