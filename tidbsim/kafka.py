@@ -196,144 +196,181 @@ def open_protocol_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaM
     return changefeed_messages(out, feed)
 
 
+def _start_ts(feed: Changefeed, scans: list[dict[str, Any]]) -> int:
+    """Where the changefeed starts: ``--start-ts``, else before the databases exist or at the first
+    scan's checkpoint."""
+    if feed.start_ts is not None:
+        return feed.start_ts
+    return 0 if feed.from_creation else int(scans[0]["checkpoint_ts"])
+
+
+def _new_encoder(feed: Changefeed, schema: TableSchema, db: str) -> CanalJsonEncoder | RowValueEncoder:
+    if feed.protocol == "canal-json":
+        return CanalJsonEncoder(schema, db, terminator="", time_zone=feed.time_zone)
+    return RowValueEncoder(
+        schema, flavor=feed.flavor, time_zone=feed.time_zone, output_old_value=feed.output_old_value
+    )
+
+
+class _Changefeed:
+    """One changefeed's run over a changelog: what it has sent, to send again when its producer or
+    itself restarts (the module docstring says when)."""
+
+    def __init__(self, feed: Changefeed, start_ts: int) -> None:
+        self.feed = feed
+        self.rng = random.Random(feed.seed)
+        self.dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)
+        self.canal = feed.protocol == "canal-json"
+        self.producer = _CanalProducer(feed) if self.canal else _Producer(feed)
+        self.schemas: dict[Any, TableSchema] = {}
+        self.encoders: dict[Any, CanalJsonEncoder | RowValueEncoder] = {}
+        self.since_resolved: list[tuple[int, bytes, bytes]] = []
+        # every change since the resolved point two before the last: (ts, partitions or None for a row, key, value)
+        self.history: list[tuple[int, tuple[int, ...] | int, bytes, bytes]] = []
+        self.points: list[int] = [start_ts]  # the resolved points sent so far
+        self.restarts_left = feed.restarts
+        self.late_left = feed.late_restarts
+        self.rows_since = 0
+        self.last_resolved = 0
+
+    def send_resolved(self, ts: int, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
+        if self.canal:
+            yield from self.producer.broadcast(b"", canal_watermark_value(ts), partitions)
+        else:
+            yield from self.producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"", partitions)
+
+    def resolved(self, ts: int) -> Iterator[KafkaMessage]:
+        """The resolved event at ``ts``, after a producer restart or followed by a late restart (the rng
+        decides)."""
+        if ts <= self.last_resolved:
+            return
+        yield from self._maybe_restart_producer()
+        self.since_resolved.clear()
+        self.rows_since = 0
+        self.last_resolved = ts
+        feed = self.feed
+        late = bool(self.late_left and self.history and self.rng.random() < 0.5)
+        some = late and (feed.late_restarts - self.late_left) % 2 == 1 and feed.partitions > 1
+        reached = (
+            sorted(self.rng.sample(range(feed.partitions), self.rng.randint(1, feed.partitions - 1)))
+            if some
+            else None
+        )
+        yield from self.send_resolved(ts, reached)
+        self.points.append(ts)
+        older = self.points[max(0, len(self.points) - 3)]  # the checkpoint a restart resumes from
+        del self.history[: sum(1 for h in self.history if h[0] <= older)]  # what it sends again
+        if late:
+            yield from self._late_restart(ts, older, reached)
+
+    def _maybe_restart_producer(self) -> Iterator[KafkaMessage]:
+        if self.restarts_left and self.since_resolved and self.rng.random() < 0.5:
+            self.restarts_left -= 1
+            yield from self.producer.flush()
+            for p, k, v in self.since_resolved:  # the restarted producer sends them again
+                yield from self.producer.add(p, k, v)
+
+    def _late_restart(self, ts: int, older: int, reached: list[int] | None) -> Iterator[KafkaMessage]:
+        """Restarted from the checkpoint it persisted (``older``), older than what it had sent."""
+        self.late_left -= 1
+        yield from self.producer.flush()
+        for _, where, k, v in self.history:
+            if isinstance(where, int):
+                yield from self.producer.add(where, k, v)
+            else:
+                yield from self.producer.broadcast(k, v, where)
+        yield from self.producer.flush()
+        if older:
+            yield from self.send_resolved(older)  # its checkpoint, below the partitions' watermarks
+        if reached is not None:
+            yield from self.send_resolved(ts)  # caught up: the resolved ts reaches every partition
+
+    def schema(self, skey: Any, db: str, info: Any) -> None:
+        self.schemas[skey] = TableSchema.from_table_info(info, schema_name=db)
+        self.encoders.pop(skey, None)
+
+    def ddl(self, rec: tuple[Any, ...]) -> Iterator[KafkaMessage]:
+        _, fts, db, table, query, action, _info = rec
+        feed = self.feed
+        to: tuple[int, ...] = (0,)  # canal-json: partition 0 only (mq_ddl_sink.go)
+        if self.canal:  # after every row before it
+            key, value = b"", canal_ddl_value(fts, db, table, query)
+        else:
+            value = compress(feed.compression, ddl_value_json(query, action))
+            key, to = key_json(fts, db, table, type_=2, flavor=feed.flavor), tuple(range(feed.partitions))
+        yield from self.producer.broadcast(key, value, to)
+        self.history.append((fts, to, key, value))
+        self.since_resolved.clear()
+
+    def row(self, rec: tuple[Any, ...]) -> Iterator[KafkaMessage]:
+        _, cts, db, table, skey, ptn, new, old = rec
+        feed = self.feed
+        schema = self.schemas[skey]
+        if not feed.output_old_value and new is not None and not self.canal:  # canal-json always has them
+            old = None
+        row = new if new is not None else old
+        encoder = self.encoders.get(skey)
+        if encoder is None:
+            encoder = self.encoders[skey] = _new_encoder(feed, schema, db)
+        if isinstance(encoder, CanalJsonEncoder):
+            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
+        else:
+            rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
+            if schema.pk_kind == "int":
+                rowid = row[schema.pk_columns[0]]
+            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
+            value = compress(feed.compression, encoder.value(new=new, old=old))
+        partition = self._partition(schema, db, table, cts, row)
+        self.since_resolved.append((partition, key, value))
+        self.history.append((cts, partition, key, value))
+        self.rows_since += 1
+        yield from self.producer.add(partition, key, value)
+
+    def _partition(self, schema: TableSchema, db: str, table: str, cts: int, row: dict[str, Any]) -> int:
+        handle = handle_columns(schema)
+        names = set(handle) | set(self.feed.columns)
+        values = {
+            n: go_value(schema.by_name[n], row.get(n), self.feed.time_zone)
+            for n in names
+            if n in schema.by_name
+        }
+        return self.dispatcher.partition(self.feed.partitions, db, table, cts, values, handle)
+
+
 def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMessage]:
     """Every message the changefeed publishes for the simulation under ``out``, streamed."""
     out = Path(out)
     scans = _index(out)
     if not scans:
         return
-    start_ts = 0 if feed.from_creation else scans[0]["checkpoint_ts"]
-    if feed.start_ts is not None:
-        start_ts = feed.start_ts
+    start_ts = _start_ts(feed, scans)
     marks = sorted({s["resolved_ts"] for s in scans if s["resolved_ts"] >= start_ts})
     final = marks[-1]
-    rng = random.Random(feed.seed)
-    dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)
-    canal = feed.protocol == "canal-json"
-    producer = _CanalProducer(feed) if canal else _Producer(feed)
-    schemas: dict[Any, TableSchema] = {}
-    encoders: dict[Any, CanalJsonEncoder | RowValueEncoder] = {}
-    since_resolved: list[tuple[int, bytes, bytes]] = []
-    # every change since the resolved point two before the last: (ts, partitions or None for a row, key, value)
-    history: list[tuple[int, tuple[int, ...] | int, bytes, bytes]] = []
-    points: list[int] = [start_ts]  # the resolved points sent so far
-    restarts_left = feed.restarts
-    late_left = feed.late_restarts
-    rows_since = 0
+    run = _Changefeed(feed, start_ts)
     last_ts = start_ts
-    last_resolved = 0
 
-    def send_resolved(ts: int, partitions: Iterable[int] | None = None) -> Iterator[KafkaMessage]:
-        if canal:
-            yield from producer.broadcast(b"", canal_watermark_value(ts), partitions)
-        else:
-            yield from producer.broadcast(key_json(ts, "", "", type_=RESOLVED), b"", partitions)
-
-    def resolved(ts: int) -> Iterator[KafkaMessage]:
-        nonlocal restarts_left, late_left, rows_since, last_resolved
-        if ts <= last_resolved:
-            return
-        if restarts_left and since_resolved and rng.random() < 0.5:
-            restarts_left -= 1
-            yield from producer.flush()
-            for p, k, v in since_resolved:  # the restarted producer sends them again
-                yield from producer.add(p, k, v)
-        since_resolved.clear()
-        rows_since = 0
-        last_resolved = ts
-        late = bool(late_left and history and rng.random() < 0.5)
-        some = late and (feed.late_restarts - late_left) % 2 == 1 and feed.partitions > 1
-        reached = (
-            sorted(rng.sample(range(feed.partitions), rng.randint(1, feed.partitions - 1))) if some else None
-        )
-        yield from send_resolved(ts, reached)
-        points.append(ts)
-        older = points[max(0, len(points) - 3)]  # the checkpoint a restart resumes from
-        del history[: sum(1 for h in history if h[0] <= older)]  # what it sends again
-        if late:  # restarted from the checkpoint it persisted, older than what it had sent
-            late_left -= 1
-            yield from producer.flush()
-            for _, where, k, v in history:
-                if isinstance(where, int):
-                    yield from producer.add(where, k, v)
-                else:
-                    yield from producer.broadcast(k, v, where)
-            yield from producer.flush()
-            if older:
-                yield from send_resolved(older)  # its checkpoint, below the partitions' watermarks
-            if reached is not None:
-                yield from send_resolved(ts)  # caught up: the resolved ts reaches every partition
+    def resolved_below(ts: int) -> Iterator[KafkaMessage]:
+        """The scans' resolved points below ``ts`` not yet passed, then one every ``resolved_every`` rows."""
+        while marks and marks[0] < ts:
+            mark = marks.pop(0)
+            if mark >= last_ts:
+                yield from run.resolved(mark)
 
     for rec in read_changelog(out / CHANGELOG_PATH):
-        kind = rec[0]
-        if kind == "schema":
-            _, skey, db, info = rec
-            schemas[skey] = TableSchema.from_table_info(info, schema_name=db)
-            encoders.pop(skey, None)
+        if rec[0] == "schema":
+            run.schema(rec[1], rec[2], rec[3])
             continue
         ts = rec[1]
         if ts <= start_ts:
             continue
         if ts > last_ts:  # every change at or below last_ts has been sent
-            while marks and marks[0] < ts:
-                mark = marks.pop(0)
-                if mark >= last_ts:
-                    yield from resolved(mark)
-            if rows_since >= feed.resolved_every and last_ts <= final:
-                yield from resolved(last_ts)
+            yield from resolved_below(ts)
+            if run.rows_since >= feed.resolved_every and last_ts <= final:
+                yield from run.resolved(last_ts)
             last_ts = ts
-        if kind == "ddl":
-            _, fts, db, table, query, action, _info = rec
-            to: tuple[int, ...] = (0,)  # canal-json: partition 0 only (mq_ddl_sink.go)
-            if canal:  # after every row before it
-                key, value = b"", canal_ddl_value(fts, db, table, query)
-            else:
-                value = compress(feed.compression, ddl_value_json(query, action))
-                key, to = key_json(fts, db, table, type_=2, flavor=feed.flavor), tuple(range(feed.partitions))
-            yield from producer.broadcast(key, value, to)
-            history.append((fts, to, key, value))
-            since_resolved.clear()
-            continue
-        _, cts, db, table, skey, ptn, new, old = rec
-        schema = schemas[skey]
-        if not feed.output_old_value and new is not None and not canal:  # canal-json always has them
-            old = None
-        row = new if new is not None else old
-        rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
-        if schema.pk_kind == "int":
-            rowid = row[schema.pk_columns[0]]
-        encoder = encoders.get(skey)
-        if encoder is None:
-            encoder = encoders[skey] = (
-                CanalJsonEncoder(schema, db, terminator="", time_zone=feed.time_zone)
-                if canal
-                else RowValueEncoder(
-                    schema,
-                    flavor=feed.flavor,
-                    time_zone=feed.time_zone,
-                    output_old_value=feed.output_old_value,
-                )
-            )
-        if isinstance(encoder, CanalJsonEncoder):
-            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
-        else:
-            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
-            value = compress(feed.compression, encoder.value(new=new, old=old))
-        handle = handle_columns(schema)
-        names = set(handle) | set(feed.columns)
-        values = {
-            n: go_value(schema.by_name[n], row.get(n), feed.time_zone) for n in names if n in schema.by_name
-        }
-        partition = dispatcher.partition(feed.partitions, db, table, cts, values, handle)
-        since_resolved.append((partition, key, value))
-        history.append((cts, partition, key, value))
-        rows_since += 1
-        yield from producer.add(partition, key, value)
-    while marks:
-        mark = marks.pop(0)
-        if mark >= last_ts:
-            yield from resolved(mark)
-    yield from producer.flush()
+        yield from run.ddl(rec) if rec[0] == "ddl" else run.row(rec)
+    yield from resolved_below(final + 1)  # every scan's resolved point left
+    yield from run.producer.flush()
 
 
 def _await_leaders(producer: Any, topic: str, timeout_s: float) -> None:

@@ -107,12 +107,22 @@ class Start:
     skipped: dict[TopicPartition, int] = field(default_factory=dict)
 
 
-def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]) -> Start:
-    """The offsets to read from: per partition the lowest any table still needs (a partition no record
-    names, added since, starts at 0; a job's first run starts at the earliest offsets kept)."""
-    tables = list(tables)
+_Candidate = tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]  # (offsets, watermarks)
+
+
+def _run_unfinished(record: RunRecord, by_label: Mapping[str, TableRecord]) -> bool:
+    """Whether a table of that run has no Delta table or missed its commit at the run's resolved ts."""
+    return any(
+        (other := by_label.get(label)) is None or (other.version or 0) < record.run_resolved_ts
+        for label in record.tables
+    )
+
+
+def _candidates(tables: list[TableRecord]) -> tuple[list[_Candidate], list[int]]:
+    """Per table the offsets (and watermarks) it still needs, plus its run's start when that run is read
+    again; and the checkpoints the run starts from."""
     by_label = {t.label: t for t in tables}
-    candidates: list[tuple[Mapping[TopicPartition, int], Mapping[TopicPartition, int]]] = []
+    candidates: list[_Candidate] = []
     checkpoints = [t.version for t in tables if t.record is not None and t.version is not None]
     for t in tables:
         r = t.record
@@ -120,26 +130,41 @@ def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition,
             continue
         complete = t.version is not None and t.version >= r.run_resolved_ts
         candidates.append((r.next_offsets if complete else r.from_offsets, r.watermarks))
-        unfinished = [
-            label
-            for label in r.tables
-            if (other := by_label.get(label)) is None or (other.version or 0) < r.run_resolved_ts
-        ]
-        if not complete or unfinished:  # a table of that run missed its commit: the run is read again
+        if not complete or _run_unfinished(r, by_label):  # a table of that run missed its commit: read again
             candidates.append((r.from_offsets, r.watermarks))
             checkpoints.append(r.run_checkpoint_ts)
+    return candidates, checkpoints
+
+
+def _resent_from(
+    tables: list[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]
+) -> tuple[dict[TopicPartition, tuple[int, int]], dict[TopicPartition, int]]:
+    """Per partition the furthest recorded read end with its watermark (from there, a change at or
+    below it is a re-send), and the re-sent changes skipped before it (`Start.sent`, `Start.skipped`)."""
+    sent: dict[TopicPartition, tuple[int, int]] = {}
+    skipped: dict[TopicPartition, int] = {}
+    for t in tables:
+        r = t.record
+        if r is None:
+            continue
+        for tp, end in r.read_ends.items():
+            mark = r.watermarks.get(tp)
+            if tp in partitions and mark and end > sent.get(tp, (-1, 0))[0]:
+                sent[tp] = (end, mark)
+                skipped[tp] = r.resent_skipped.get(tp, 0)
+    return sent, skipped
+
+
+def run_start(tables: Iterable[TableRecord], partitions: Mapping[TopicPartition, PartitionOffsets]) -> Start:
+    """The offsets to read from: per partition the lowest any table still needs (a partition no record
+    names, added since, starts at 0; a job's first run starts at the earliest offsets kept)."""
+    tables = list(tables)
+    candidates, checkpoints = _candidates(tables)
     if not candidates:
         return Start({tp: p.earliest for tp, p in partitions.items()}, {}, 0)
     offsets = {tp: min(c.get(tp, 0) for c, _ in candidates) for tp in partitions}
     watermarks = {tp: min(w.get(tp, 0) for _, w in candidates) for tp in partitions}
-    sent: dict[TopicPartition, tuple[int, int]] = {}
-    skipped: dict[TopicPartition, int] = {}
-    for t in tables:
-        for tp, end in (t.record.read_ends if t.record is not None else {}).items():
-            mark = t.record.watermarks.get(tp) if t.record is not None else None
-            if tp in partitions and mark and end > sent.get(tp, (-1, 0))[0]:
-                sent[tp] = (end, mark)
-                skipped[tp] = t.record.resent_skipped.get(tp, 0) if t.record is not None else 0
+    sent, skipped = _resent_from(tables, partitions)
     watermarks = {tp: w for tp, w in watermarks.items() if w}
     return Start(
         offsets, watermarks, min(checkpoints, default=0), sent, {tp: n for tp, n in skipped.items() if n}

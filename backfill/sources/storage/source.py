@@ -240,14 +240,7 @@ class StorageSource(Source[StorageWindow]):
         defs = [definitions[f.path] for f in schema_files]
         starts = segment_starts(defs)
         floor = recorded if recorded is not None else schema_files[0].version
-        if floor < schema_files[0].version and not defs[0].query:
-            # A first table version without a query is where the changefeed started (or its oldest files
-            # kept): the changes between the table's checkpoint and it are in no file.
-            raise InputError(
-                f"{where}: the storage sink begins at table version {schema_files[0].version} (the "
-                f"changefeed's start-ts), above the table's checkpoint {floor}: the changes between are in "
-                f"no file. Create the changefeed with --start-ts at or below {floor} (a Dumpling export's TSO)"
-            )
+        _check_changefeed_start(where, floor, schema_files[0].version, defs[0])
         # Versions at or below the checkpoint matter only from the newest barrier among them, and the
         # version before it: the walk finishes a rename that a killed run left at the checkpoint.
         first = max((s for s in starts if schema_files[s].version <= floor), default=0)
@@ -259,14 +252,38 @@ class StorageSource(Source[StorageWindow]):
         versions, moved = _with_database_drops(versions, drops)
         segment_of = [moved[s] for s in segment_of[first - since :]]
         defs, schema_files = defs[first:], schema_files[first:]
-        for definition in defs:
-            if definition.type in ROW_REMOVING_PARTITION_DDL and definition.table_version > floor:
-                raise InputError(
-                    f"{where}: DDL {definition.query!r} (table version {definition.table_version}) removes the "
-                    "rows of partitions, which a storage sink's schema files cannot identify; apply it to "
-                    "the Delta table by hand and restart from a new checkpoint"
-                )
-        version_ts = [f.version for f in schema_files]
+        _check_no_partition_rows_removed(where, defs, floor)
+        per_segment = self._files_per_segment(
+            spark, chain, [f.version for f in schema_files], segment_of, floor
+        )
+        table = TrackedTable(tuple(versions), versions[0].finished_ts)
+        if recorded is None and snapshot_ts is not None:
+            self._check_in_snapshot(where, table, defs[0], schema_files[0].version, snapshot_ts)
+        return PlannedTable(table, floor, per_segment, _identity(versions))
+
+    def _check_in_snapshot(
+        self, where: str, table: TrackedTable, first: TableDefinition, first_version: int, snapshot_ts: int
+    ) -> None:
+        """A table new to the job that predates the changefeed must come from the initial snapshot."""
+        if not first.query and table.schema_at(snapshot_ts):
+            assert self.initial is not None
+            raise InputError(
+                f"{where}: a tracked table that predates the changefeed (table version "
+                f"{first_version} has no CREATE TABLE) and exists at the snapshot's TSO {snapshot_ts} "
+                f"is not in the snapshot of [source.initial] ({self.initial.described}): its rows from before "
+                "the changefeed are in neither"
+            )
+
+    def _files_per_segment(
+        self,
+        spark: SparkSession,
+        chain: Sequence[Piece],
+        version_ts: Sequence[int],
+        segment_of: Sequence[int],
+        floor: int,
+    ) -> dict[int, list[FileToRead]]:
+        """Per segment the data files to read, in order across the chain's names (each file's ordinal
+        above those of the names before)."""
         per_segment: dict[int, list[FileToRead]] = {}
         ordinal = 0
         for table_listing, files in chain:
@@ -280,23 +297,7 @@ class StorageSource(Source[StorageWindow]):
                 if version in own:
                     per_segment.setdefault(segment_of[version_ts.index(version)], []).extend(to_read)
                     ordinal = max(ordinal, *(f.ordinal for f in to_read))
-        table = TrackedTable(tuple(versions), versions[0].finished_ts)
-        if (
-            recorded is None
-            and snapshot_ts is not None
-            and not defs[0].query
-            and table.schema_at(snapshot_ts)
-        ):
-            assert self.initial is not None
-            raise InputError(
-                f"{where}: a tracked table that predates the changefeed (table version "
-                f"{schema_files[0].version} has no CREATE TABLE) and exists at the snapshot's TSO {snapshot_ts} "
-                f"is not in the snapshot of [source.initial] ({self.initial.described}): its rows from before "
-                "the changefeed are in neither"
-            )
-        newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
-        identity = identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
-        return PlannedTable(table, floor, per_segment, identity)
+        return per_segment
 
     def _versions(
         self,
@@ -516,6 +517,34 @@ def _upstream_table_info(upstream: UpstreamConfig, definition: TableDefinition) 
     """The upstream's TableInfo of `definition`'s table, in force at its version (on TiDB)."""
     key = (definition.schema, definition.table)
     return upstream_table_infos(upstream, {key: definition.table_version}).get(key)
+
+
+def _check_changefeed_start(where: str, floor: int, first_version: int, first: TableDefinition) -> None:
+    """A first table version without a query is where the changefeed started (or its oldest files kept):
+    the changes between the table's checkpoint and it are in no file."""
+    if floor < first_version and not first.query:
+        raise InputError(
+            f"{where}: the storage sink begins at table version {first_version} (the "
+            f"changefeed's start-ts), above the table's checkpoint {floor}: the changes between are in "
+            f"no file. Create the changefeed with --start-ts at or below {floor} (a Dumpling export's TSO)"
+        )
+
+
+def _check_no_partition_rows_removed(where: str, defs: Sequence[TableDefinition], floor: int) -> None:
+    """A partition DDL above the checkpoint that takes rows away cannot be replayed from schema files."""
+    for definition in defs:
+        if definition.type in ROW_REMOVING_PARTITION_DDL and definition.table_version > floor:
+            raise InputError(
+                f"{where}: DDL {definition.query!r} (table version {definition.table_version}) removes the "
+                "rows of partitions, which a storage sink's schema files cannot identify; apply it to "
+                "the Delta table by hand and restart from a new checkpoint"
+            )
+
+
+def _identity(versions: Sequence[SchemaVersion]) -> RowIdentity:
+    """How the table's rows are identified: by its newest schema's handle, else by the whole row."""
+    newest = next((v.schema for v in reversed(versions) if v.schema is not None), None)
+    return identity_without_handle(newest) if newest is not None else RowIdentity.WHOLE_ROW
 
 
 def _with_database_drops(
