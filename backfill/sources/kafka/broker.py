@@ -3,8 +3,7 @@
 The driver asks for a topic's partitions and their earliest/latest offsets through the Kafka client that
 Spark's Kafka source ships (a JVM `KafkaConsumer` over Py4J: no second client library); the records of
 planned offset ranges are read by Spark's batch source (`spark.read.format("kafka")`, no streaming query),
-split into at least `minPartitions` offset ranges of at most `maxRecordsPerPartition` messages, so a hot
-partition is read and typed by several tasks.
+split into at least `minPartitions` offset ranges so a hot partition uses every executor.
 """
 
 from __future__ import annotations
@@ -148,14 +147,9 @@ def read_records(
     spark: SparkSession,
     config: KafkaSourceConfig,
     ranges: Mapping[TopicPartition, tuple[int, int]],
-    *,
-    messages_per_task: int = 0,
 ) -> DataFrame:
     """The records of the [start, end) offset ranges (empty ranges left out): key, value, topic,
-    partition, offset. Spark fails the read if an offset is gone (`failOnDataLoss`).
-
-    `messages_per_task` (0: no limit): a range of more messages is read by several tasks. The split
-    depends on the ranges and options alone, so two reads of the same ranges have the same tasks."""
+    partition, offset. Spark fails the read if an offset is gone (`failOnDataLoss`)."""
     assign: dict[str, list[int]] = {}
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}
@@ -170,8 +164,6 @@ def read_records(
         reader = reader.option(name, timeout_ms)
     for name, value in config.options.items():
         reader = reader.option(f"kafka.{name}", value)
-    if messages_per_task > 0:
-        reader = reader.option("maxRecordsPerPartition", str(messages_per_task))
     return (
         reader.option("assign", json.dumps(assign))
         .option("startingOffsets", json.dumps(starting))

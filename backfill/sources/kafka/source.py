@@ -1,25 +1,20 @@
 """The Kafka source: a TiCDC changefeed's topic (open protocol or canal-json), one batch of offsets per run.
 
 Plan: the partitions' offsets from the brokers, the start offsets from the tables' last commits
-(`progress`), the records of [start, latest) read by Spark's Kafka batch source in offset ranges of at most
-`MESSAGES_PER_TASK` messages (a hot partition is read by several tasks). The first read (`decode_events`)
-keeps no row value: framing, keys, DDL and resolved events, and one row value per table as a sample, in
-small persisted events from which the driver gets its plan: each partition's last resolved event (its
-watermark; the global resolved ts is their minimum), the DDL events, the tables seen, and per partition
-the first message above the resolved ts (where the next run reads from). A row or DDL event at or below a
-resolved ts its partition carried before it is a re-send after a TiCDC restart: skipped and counted
-(`resent_changes`).
-Changes: a second read of the same ranges (`typed_segments`) frames the messages again and, in the same
-Arrow task, drops the re-sends, cuts each (table, segment)'s row events of the window, drops those a later
-event of the same key supersedes (`open_supersede`) and types the rest per column (`open_rows`, or
-`canal_kafka`); the typed rows are persisted as Arrow IPC per segment, the raw values never are. The
-shared collapse does the rest, across the ranges.
+(`progress`), the records of [start, latest) read once by Spark's Kafka batch source and decoded in
+`mapInArrow` (framing, keys, DDL and resolved events; row values kept as bytes) and persisted. Small
+aggregates give the driver the plan: each partition's last resolved event (its watermark; the global
+resolved ts is their minimum), the DDL events, the tables seen, and per partition the first message above
+the resolved ts (where the next run reads from). A row or DDL event at or below a resolved ts its
+partition carried before it is a re-send after a TiCDC restart: skipped and counted (`resent_changes`).
+Changes: per (table, segment) the row events inside the window are typed in `mapInArrow` by `open_rows`
+(canal-json: `canal_kafka`, the storage source's decoder); the shared collapse does the rest.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,7 +35,7 @@ from backfill.sources.base import (
     StageClock,
     Window,
 )
-from backfill.sources.decode_tasks import DecodeTasks
+from backfill.sources.decode_tasks import DecodeTally, DecodeTasks, decode_task_count
 from backfill.sources.kafka import broker, progress
 from backfill.sources.kafka.progress import RunRecord, TableRecord
 from backfill.sources.kafka.text_schema import (
@@ -52,15 +47,7 @@ from backfill.sources.kafka.text_schema import (
     text_histories,
 )
 from backfill.sources.ticdc.canal_kafka import canal_table_info, decode_canal_records, typed_canal_rows
-from backfill.sources.ticdc.open_protocol import (
-    DDL,
-    EVENT_SCHEMA,
-    RESOLVED,
-    ROW,
-    ROW_MESSAGE,
-    decode_records,
-    event_line,
-)
+from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, decode_records, event_line
 from backfill.sources.ticdc.open_rows import COMMIT_TS, INDEX, OFFSET, OP, rows_to_arrow
 from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_columns
 from backfill.sources.ticdc.open_supersede import LatestPerKey
@@ -78,10 +65,7 @@ if TYPE_CHECKING:
     from backfill.sources.kafka.settings import KafkaSourceConfig
     from tidelake.config import SourceConfig, UpstreamConfig
 
-TYPED_BATCH_ROWS = 10_000  # events typed at once, and typed rows per persisted Arrow IPC piece
-EVENTS_HELD = 200_000  # row events a task gathers (all segments) before superseding and typing them
-# Messages per read task (`broker.read_records`): a hot partition's events are typed by several tasks.
-MESSAGES_PER_TASK = 20_000
+TYPED_BATCH_ROWS = 10_000  # events typed at once: what a task holds twice over is its read events
 _EVENTS_DDL = (
     "topic STRING, partition INT, offset BIGINT, index INT, type TINYINT, ts BIGINT, schema STRING, "
     "table STRING, row_id BIGINT, physical_id BIGINT, handle_only BOOLEAN, claim_check STRING, "
@@ -94,265 +78,49 @@ _SPARK_EVENTS = pa.schema(
         pa.field("split", pa.int64()),
     ]
 )
-_TYPED_DDL = "segment INT, rows BINARY"
-_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
-
-
-def _decoded(batch: pa.RecordBatch, compression: str, protocol: str, row_values: bool = True) -> pa.Table:
-    """One batch of Kafka records -> its events, in a task (errors name topic, partition, offset)."""
-    try:
-        if protocol == "canal-json":
-            return decode_canal_records(batch, compression=compression)
-        return decode_records(batch, compression=compression, row_values=row_values)
-    except InputError as exc:
-        raise in_task(str(exc)) from None
-
-
-def _resolved_floors(events: pa.Table, floor: int) -> tuple[pa.ChunkedArray, np.ndarray, int]:
-    """The events' ts as int64; per event the highest resolved ts before it in its task, starting from
-    `floor` (the task's batches so far); and the floor after the batch."""
-    ts = pc.cast(events.column("ts"), pa.int64())
-    kinds = events.column("type").to_numpy(zero_copy_only=False)
-    resolved = np.where(kinds == RESOLVED, pc.fill_null(ts, 0).to_numpy(zero_copy_only=False), 0)
-    seen = np.maximum.accumulate(np.concatenate([[floor], resolved]))
-    return ts, seen[:-1], int(seen[-1])
 
 
 def decode_events(records: DataFrame, compression: str, protocol: str = "open-protocol") -> DataFrame:
     """Kafka records -> events (one row per event; framing and JSON errors name topic, partition,
-    offset), without row values: open-protocol row messages reach Python without theirs
-    (`open_protocol.ROW_MESSAGE`), and canal-json's are dropped once parsed. The values are read where
-    they are typed (`typed_segments`), and a table's sample where its schema is inferred (`_sample_value`).
+    offset).
 
     A task reads one offset range of one topic partition, in order (Spark's Kafka source). Each event gets
     `split`, the range's first offset, and `floor_ts`, the highest resolved ts among the range's events
     before it (0: none): what telling a re-sent change from a new one needs, without ordering the events
     again (`resent_changes`)."""
-    from pyspark.sql import functions as F
+    decoder = decode_canal_records if protocol == "canal-json" else decode_records
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         floor, split = 0, None
         for batch in batches:
             if split is None and batch.num_rows:
                 split = batch.column("offset")[0].as_py()
-            events = _decoded(batch, compression, protocol, row_values=False)
-            ts, floors, floor = _resolved_floors(events, floor)
+            try:
+                events = decoder(batch, compression=compression)
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            ts = pc.cast(events.column("ts"), pa.int64())
+            kinds = events.column("type").to_numpy(zero_copy_only=False)
+            resolved = np.where(kinds == RESOLVED, pc.fill_null(ts, 0).to_numpy(zero_copy_only=False), 0)
+            seen = np.maximum.accumulate(np.concatenate([[floor], resolved]))
+            floor = int(seen[-1])
             events = events.set_column(events.schema.get_field_index("ts"), "ts", ts)
-            events = events.set_column(
-                events.schema.get_field_index("value"), "value", pa.nulls(events.num_rows, pa.binary())
-            )
-            events = events.append_column("floor_ts", pa.array(floors, pa.int64()))
+            events = events.append_column("floor_ts", pa.array(seen[:-1], pa.int64()))
             events = events.append_column("split", pa.array(np.full(events.num_rows, split or 0), pa.int64()))
             yield from events.cast(_SPARK_EVENTS).to_batches()
 
-    if protocol != "canal-json":
-        records = records.withColumn("value", F.when(~F.expr(ROW_MESSAGE), F.col("value")))
     return records.mapInArrow(decode, _EVENTS_DDL)
-
-
-@dataclass(frozen=True)
-class ResendFloors:
-    """What the second read needs to tell re-sent changes (`resent_changes` says which they are): the
-    watermark each partition's earlier read ended at, and each offset range's highest resolved ts."""
-
-    sent: Mapping[broker.TopicPartition, tuple[int, int]]
-    split_watermarks: Mapping[tuple[str, int, int], int]
-
-    def resent(self, events: pa.Table, ts: np.ndarray, floors: np.ndarray, split: int) -> np.ndarray:
-        """Per event of one task (`floors`: its own range's resolved floor), whether it is a re-send."""
-        floor = floors.copy()
-        topics = events.column("topic").to_numpy(zero_copy_only=False)
-        partitions = events.column("partition").to_numpy(zero_copy_only=False)
-        offsets = events.column("offset").to_numpy(zero_copy_only=False)
-        for topic, partition in {(t, int(p)) for t, p in zip(topics, partitions, strict=True)}:
-            here = (topics == topic) & (partitions == partition)
-            earlier = max(
-                (
-                    m
-                    for (t, p, s), m in self.split_watermarks.items()
-                    if (t, p) == (topic, partition) and s < split
-                ),
-                default=0,
-            )
-            floor[here] = np.maximum(floor[here], earlier)
-            if (topic, partition) in self.sent:
-                end, mark = self.sent[(topic, partition)]
-                later = here & (offsets >= end)
-                floor[later] = np.maximum(floor[later], mark)
-        kinds = events.column("type").to_numpy(zero_copy_only=False)
-        return (kinds != RESOLVED) & (ts <= floor) & (floor > 0)
-
-
-@dataclass(frozen=True)
-class Segment:
-    """The row events of one table version in the window: `schema`'s table, committed in (low, high]."""
-
-    table: int  # the table's index in the window
-    version: int  # its segment
-    schema: TableSchema
-    low: int
-    high: int
-    keys: tuple[str, ...]  # the merge key (none: whole rows), by which a task drops superseded events
-
-
-def typed_segments(
-    records: DataFrame,
-    segments: Sequence[Segment],
-    resend: ResendFloors,
-    *,
-    protocol: str,
-    compression: str,
-    time_zone: str,
-    zero_dates: Any,
-    tasks: DecodeTasks,
-) -> DataFrame:
-    """The second read: Kafka records -> per segment its typed rows (`TableSchema` columns, commit ts, op,
-    `_tidb_line`), as Arrow IPC pieces (columns segment, rows; `unpacked` reads one segment's).
-
-    One Arrow task per offset range frames its messages, drops the re-sends, and gathers each segment's
-    row events (up to `EVENTS_HELD` at once, over all segments): of those, the ones a later event of the same key
-    supersedes are dropped (open protocol, `open_supersede`; the collapse after typing decides across
-    ranges) and the rest typed per column (`open_rows`, `canal_kafka`). `tasks` records which tasks typed
-    each table's rows."""
-    tallies = {s.table: tasks.tally(s.table) for s in segments}
-    task = typing_task(
-        segments,
-        resend,
-        protocol=protocol,
-        compression=compression,
-        time_zone=time_zone,
-        zero_dates=zero_dates,
-        tallies=tallies,
-    )
-    return records.mapInArrow(task, _TYPED_DDL)
-
-
-def typing_task(
-    segments: Sequence[Segment],
-    resend: ResendFloors,
-    *,
-    protocol: str,
-    compression: str,
-    time_zone: str,
-    zero_dates: Any,
-    tallies: Mapping[int, Any],
-) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """What one task of `typed_segments` runs over its offset range's record batches (`zero_dates` and
-    each table's tally in `tallies` are added to / noted in the task)."""
-    wanted = {(s.schema.schema_name or "", s.schema.name) for s in segments}
-
-    def typed(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        floor, split = 0, None
-        held: dict[int, list[pa.Table]] = {}
-        noted: set[int] = set()
-        for batch in batches:
-            if split is None and batch.num_rows:
-                split = batch.column("offset")[0].as_py()
-            events = _decoded(batch, compression, protocol)
-            ts, floors, floor = _resolved_floors(events, floor)
-            ts_np = ts.to_numpy(zero_copy_only=False)
-            rows = events.column("type").to_numpy(zero_copy_only=False) == ROW
-            rows &= ~resend.resent(events, ts_np, floors, split or 0)
-            if not rows.any():
-                continue
-            events = events.filter(pa.array(rows))
-            ts_np = ts_np[rows]
-            names = list(
-                zip(events.column("schema").to_pylist(), events.column("table").to_pylist(), strict=True)
-            )
-            if not wanted.intersection(names):
-                continue
-            schemas = events.column("schema")
-            tables = events.column("table")
-            for k, seg in enumerate(segments):
-                mine = pc.and_(
-                    pc.equal(schemas, seg.schema.schema_name or ""), pc.equal(tables, seg.schema.name)
-                ).to_numpy(zero_copy_only=False)
-                mine &= (ts_np > seg.low) & (ts_np <= seg.high)
-                if not mine.any():
-                    continue
-                if seg.table not in noted:
-                    tallies[seg.table].note()
-                    noted.add(seg.table)
-                held.setdefault(k, []).append(events.filter(pa.array(mine)))
-            if sum(t.num_rows for parts in held.values() for t in parts) >= EVENTS_HELD:
-                for k, parts in held.items():
-                    yield from _typed_pieces(k, segments[k], parts, protocol, time_zone, zero_dates)
-                held.clear()
-        for k, parts in held.items():
-            yield from _typed_pieces(k, segments[k], parts, protocol, time_zone, zero_dates)
-
-    return typed
-
-
-def _typed_pieces(
-    index: int, segment: Segment, parts: list[pa.Table], protocol: str, time_zone: str, zero_dates: Any
-) -> Iterator[pa.RecordBatch]:
-    """One segment's gathered row events -> its typed rows, as Arrow IPC pieces of `TYPED_BATCH_ROWS`."""
-    events = pa.concat_tables(parts)
-    if protocol != "canal-json" and segment.keys:
-        events = LatestPerKey(segment.keys).keep(events)
-    names = [*segment.schema.output_names, COMMIT_TS, OP]
-    for batch in events.to_batches(max_chunksize=TYPED_BATCH_ROWS):
-        stats = DecodeStats()
-        try:
-            if protocol == "canal-json":
-                out = typed_canal_rows(
-                    pa.Table.from_batches([batch]), segment.schema, time_zone=time_zone, stats=stats
-                ).select([*names, LINE])
-            else:
-                typed = rows_to_arrow(
-                    pa.Table.from_batches([batch]),
-                    segment.schema,
-                    time_zone=time_zone,
-                    incomplete="fail",
-                    stats=stats,
-                )
-                line = event_line(typed.column(OFFSET), typed.column(INDEX))
-                out = typed.select(names).append_column(LINE, line)
-        except InputError as exc:
-            raise in_task(str(exc)) from None
-        if stats.zero_dates:
-            zero_dates.add(stats.zero_dates)
-        out = out.replace_schema_metadata(None)
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, out.schema, options=_IPC) as writer:
-            writer.write_table(out)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([index], pa.int32()), pa.array([sink.getvalue().to_pybytes()], pa.binary())],
-            ["segment", "rows"],
-        )
-
-
-def unpacked(pieces: DataFrame, index: int, schema: TableSchema) -> DataFrame:
-    """Segment `index`'s typed rows out of `typed_segments`' pieces."""
-    from pyspark.sql import functions as F
-
-    from backfill.sources.kvscan.row_decode import spark_ddl
-
-    return (
-        pieces.filter(F.col("segment") == index)
-        .select("rows")
-        .mapInArrow(unpack_pieces, f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT")
-    )
-
-
-def unpack_pieces(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Batches of `typing_task`'s pieces (column rows) -> the typed rows they hold."""
-    for batch in batches:
-        for piece in batch.column("rows"):
-            yield from pa.ipc.open_stream(piece.as_buffer()).read_all().to_batches()
 
 
 @dataclass(frozen=True, kw_only=True)
 class KafkaWindow(Window):
-    """A window with the Kafka records it is cut from, read again to type them (`typed_segments`)."""
+    """A window with the decoded events it is cut from."""
 
-    records: Any  # DataFrame: the Kafka records of the read ranges (None: nothing was read)
-    resend: ResendFloors | None = None
+    events: Any  # DataFrame: the decoded events but the re-sent changes (None: nothing was read)
+    cached: Any  # DataFrame: the persisted decoded events `events` filters
     time_zone: str = "UTC"
     protocol: str = "open-protocol"
-    compression: str = "none"
+    row_events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (db, table) -> row events read
 
 
 @dataclass(frozen=True)
@@ -362,7 +130,8 @@ class _Plan:
     seen_watermarks: dict[broker.TopicPartition, int]
     split_watermarks: dict[tuple[str, int, int], int]  # (topic, partition, split) -> its last resolved ts
     ddls: list[dict[str, Any]]
-    samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> its first row event (ts, row_id, at)
+    samples: dict[tuple[str, str], dict[str, Any]]  # (db, table) -> a row event (value, row_id)
+    row_events: dict[tuple[str, str], int]  # (db, table) -> row events read, over all partitions
     # per partition: re-sent changes read (skipped), and those of them no earlier run read
     resent: dict[broker.TopicPartition, tuple[int, int]] = field(default_factory=dict)
     # per partition: the offset and ts of its first resolved event read, and its lowest change ts read
@@ -400,19 +169,18 @@ class KafkaSource(Source[KafkaWindow]):
             ends = {tp: p.latest for tp, p in partitions.items()}
             ranges = {tp: (start.offsets[tp], ends[tp]) for tp in partitions}
         with clock.stage("read"), broker.read_failures(self.config), input_errors("Kafka messages"):
-            events = records = None
+            events = None
             if any(end > begin for begin, end in ranges.values()):
                 messages = sum(end - begin for begin, end in ranges.values())
                 with output.activity(f"read: reading {messages} messages of topic {topic} from {kafka}"):
-                    records = broker.read_records(
-                        spark, self.config, ranges, messages_per_task=MESSAGES_PER_TASK
-                    )
+                    records = broker.read_records(spark, self.config, ranges)
                     events = decode_events(records, self.config.compression, self.config.protocol).persist()
         try:
-            return self._window(checkpoints, clock, until_ts, start, ranges, existing, events, records)
-        finally:
+            return self._window(checkpoints, clock, until_ts, start, ranges, existing, events)
+        except BaseException:
             if events is not None:
                 events.unpersist()
+            raise
 
     def _window(
         self,
@@ -423,7 +191,6 @@ class KafkaSource(Source[KafkaWindow]):
         ranges: Mapping[broker.TopicPartition, tuple[int, int]],
         existing: Sequence[TableRecord],
         events: DataFrame | None,
-        records: DataFrame | None,
     ) -> KafkaWindow | NoWindow:
         """The window the read events allow: watermarks, resolved ts, tables, next offsets."""
         spark = checkpoints.spark
@@ -449,6 +216,8 @@ class KafkaSource(Source[KafkaWindow]):
             v if (v := checkpoints.of_table(t)) is not None else start.checkpoint_ts for t in tables
         )
         if not tables or resolved_ts <= min(floors):
+            if events is not None:
+                events.unpersist()
             note = "nothing new" if resolved_ts else "no resolved event in some partition yet"
             return NoWindow(min(floors, default=start.checkpoint_ts) or None, note, blocked, skipped)
         record = RunRecord(
@@ -481,11 +250,11 @@ class KafkaSource(Source[KafkaWindow]):
             commit_metadata=record.to_metadata(),
             identities=identities,
             resent_skipped=skipped,
-            records=records,
-            resend=ResendFloors(start.sent, plan.split_watermarks),
+            events=kept,
+            cached=events,
             time_zone=self.config.time_zone,
             protocol=self.config.protocol,
-            compression=self.config.compression,
+            row_events=plan.row_events,
         )
 
     def _table_records(self, spark: SparkSession, checkpoints: CheckpointBook) -> list[TableRecord]:
@@ -512,7 +281,7 @@ class KafkaSource(Source[KafkaWindow]):
             _refuse_exchange_partition(tables, start_ts, resolved_ts)
             schemas: dict[str, Any] = {}
         else:
-            tables, schemas = self._tables_from_text(spark, plan, existing, resolved_ts)
+            tables, schemas = self._tables_from_text(plan, existing, resolved_ts)
         identities = {}
         for i, table in enumerate(tables):
             # a row event under any of its names (a run may read none of a table renamed later in it)
@@ -527,7 +296,7 @@ class KafkaSource(Source[KafkaWindow]):
         return tables, identities, schemas
 
     def _tables_from_text(
-        self, spark: SparkSession, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
+        self, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
     ) -> tuple[list[TrackedTable], dict[str, Any]]:
         """Without a schema folder: each table from the TableInfo its last commit recorded, a CREATE TABLE in
         the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
@@ -571,31 +340,10 @@ class KafkaSource(Source[KafkaWindow]):
             if self.upstream is not None:  # exact: SHOW CREATE TABLE (on TiDB as of `since`)
                 infos = upstream_table_infos(self.upstream, since)
             else:
-                infos = {
-                    (db, n): _infer_table_info(
-                        db, n, self._sample_value(spark, s), s["row_id"], self.config.protocol
-                    )
-                    for db, n, s in missing
-                }
+                infos = {(db, n): _infer_table_info(db, n, s, self.config.protocol) for db, n, s in missing}
             for (db, name), info in infos.items():
                 known[(db, name)] = KnownTable(db, name, info, since[(db, name)])
         return tables, schemas_at(tables, resolved_ts)
-
-    def _sample_value(self, spark: SparkSession, sample: Mapping[str, Any]) -> bytes:
-        """A table's first row event's value, read again from its message (the first read keeps none)."""
-        topic, partition, offset, index = sample["at"]
-        records = broker.read_records(spark, self.config, {(topic, partition): (offset, offset + 1)})
-        batch = pa.RecordBatch.from_pylist(
-            [r.asDict() for r in records.collect()],
-            pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                       ("partition", pa.int32()), ("offset", pa.int64())]),
-        )  # fmt: skip
-        decoder = decode_canal_records if self.config.protocol == "canal-json" else decode_records
-        events = decoder(batch, compression=self.config.compression)
-        value = events.filter(pc.equal(events.column("index"), index)).column("value")
-        if len(value) != 1 or value[0].as_py() is None:
-            raise InputError(f"{self.config.protocol}: {sample['where']}: the row event read before is gone")
-        return bytes(value[0].as_py())
 
     def _tables_from_schema_folder(self, spark: SparkSession) -> list[TrackedTable]:
         from backfill.sources.kvscan.capture_tables import build_catalog
@@ -622,28 +370,34 @@ class KafkaSource(Source[KafkaWindow]):
         assert isinstance(window, KafkaWindow)
         zero_dates = spark.sparkContext.accumulator(0)
         tasks = DecodeTasks(spark)
-        segments = _segments(window)
         raw: dict[tuple[int, int], DataFrame] = {}
-        pieces = None
-        if window.records is not None and window.resend is not None and segments:
-            with clock.stage("type"), broker.read_failures(self.config), input_errors("Kafka messages"):
-                pieces = typed_segments(
-                    window.records,
-                    segments,
-                    window.resend,
-                    protocol=window.protocol,
-                    compression=window.compression,
-                    time_zone=window.time_zone,
-                    zero_dates=zero_dates,
-                    tasks=tasks,
-                ).persist()
-                pieces.count()  # one read, before the segments' jobs run at once
-            for k, segment in enumerate(segments):
-                rows = unpacked(pieces, k, segment.schema)
-                if window.identity(segment.table) is RowIdentity.WHOLE_ROW:
-                    # No key: a re-sent change is told from the original by content, ts and op alone.
-                    rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
-                raw[(segment.table, segment.version)] = rows
+        if window.events is not None:
+            for index, table in enumerate(window.tables):
+                bounds = table.segment_bounds()
+                for seg, version in enumerate(table.versions):
+                    if version.schema is None:
+                        continue
+                    low = max(window.floors[index], bounds[seg - 1] if seg else 0)
+                    high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
+                    if high <= low:
+                        continue
+                    read = window.row_events.get((version.schema.schema_name or "", version.schema.name), 0)
+                    rows = typed_rows(
+                        window.events,
+                        version.schema,
+                        low,
+                        high,
+                        window.time_zone,
+                        zero_dates,
+                        window.protocol,
+                        tally=tasks.tally(index),
+                        tasks=decode_task_count(read),
+                        keys=window.identity(index).columns(version.schema),
+                    )
+                    if window.identity(index) is RowIdentity.WHOLE_ROW:
+                        # No key: a re-sent change is told from the original by content, ts and op alone.
+                        rows = rows.dropDuplicates([c for c in rows.columns if c != LINE])
+                    raw[(index, seg)] = rows
         with clock.stage("collapse"), input_errors("Kafka messages"):
             changes = TypedRowChanges(
                 window.segment_keys(raw),
@@ -651,8 +405,8 @@ class KafkaSource(Source[KafkaWindow]):
                 zero_dates=lambda: int(zero_dates.value),
                 decode_tasks=tasks.per_table,
             )
-        if pieces is not None:
-            pieces.unpersist()
+        if window.cached is not None:
+            window.cached.unpersist()
         return changes
 
     # ---------------------------------------------------------------------------------------- status
@@ -699,27 +453,96 @@ class KafkaSource(Source[KafkaWindow]):
         return {"partitions": rows, "resolved_ts": done.resolved_ts or None, "held_back_by": held}
 
 
-def _segments(window: KafkaWindow) -> list[Segment]:
-    """The window's (table, segment) pieces with row events to type: each table version's commit ts range
-    inside the window."""
-    out = []
-    for index, table in enumerate(window.tables):
-        bounds = table.segment_bounds()
-        for seg, version in enumerate(table.versions):
-            if version.schema is None:
-                continue
-            low = max(window.floors[index], bounds[seg - 1] if seg else 0)
-            high = min(window.resolved_ts, bounds[seg] if seg < len(bounds) else window.resolved_ts)
-            if high > low:
-                keys = tuple(window.identity(index).columns(version.schema))
-                out.append(Segment(index, seg, version.schema, low, high, keys))
-    return out
+def typed_rows(
+    events: DataFrame,
+    schema: TableSchema,
+    low: int,
+    high: int,
+    time_zone: str,
+    zero_dates: Any,
+    protocol: str = "open-protocol",
+    tally: DecodeTally | None = None,
+    tasks: int | None = None,
+    keys: Sequence[str] = (),
+) -> DataFrame:
+    """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
+    for canal-json), with `_tidb_line` (position in the partition) for the collapse.
+
+    `tasks`: the rows are typed by that many Python tasks (`sources.decode_tasks`), not one per topic
+    partition; `tally` records the tasks that ran. `keys`: the table's merge key; an open-protocol task
+    types only the events no other event of its own supersedes (`open_supersede`)."""
+    from pyspark.sql import functions as F
+
+    from backfill.sources.kvscan.row_decode import spark_ddl
+
+    mine = events.filter(
+        (F.col("type") == ROW)
+        & (F.col("schema") == (schema.schema_name or ""))
+        & (F.col("table") == schema.name)
+        & (F.col("ts") > low)
+        & (F.col("ts") <= high)
+    )
+
+    if tasks is not None:
+        mine = mine.coalesce(tasks)
+
+    def noted(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        if tally is not None:
+            tally.note()
+        return batches
+
+    def decode_canal(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        names = [*schema.output_names, COMMIT_TS, OP, LINE]
+        for batch in noted(batches):
+            stats = DecodeStats()
+            try:
+                typed = typed_canal_rows(
+                    pa.Table.from_batches([batch]), schema, time_zone=time_zone, stats=stats
+                )
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            if stats.zero_dates:
+                zero_dates.add(stats.zero_dates)
+            yield from typed.select(names).replace_schema_metadata(None).to_batches()
+
+    latest = LatestPerKey(keys) if keys else None
+
+    def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        task = list(noted(batches))
+        if not task:
+            return
+        events = pa.Table.from_batches(task)
+        if latest is not None:
+            events = latest.keep(events)
+        for batch in events.to_batches(max_chunksize=TYPED_BATCH_ROWS):
+            table = pa.Table.from_batches([batch])
+            table = table.set_column(
+                table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
+            )
+            stats = DecodeStats()
+            try:
+                typed = rows_to_arrow(table, schema, time_zone=time_zone, incomplete="fail", stats=stats)
+            except InputError as exc:
+                raise in_task(str(exc)) from None
+            if stats.zero_dates:
+                zero_dates.add(stats.zero_dates)
+            line = event_line(typed.column(OFFSET), typed.column(INDEX))
+            names = [*schema.output_names, COMMIT_TS, OP]
+            out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
+            yield from out.to_batches()
+
+    if protocol == "canal-json":
+        mine = mine.select("value", "topic", "partition", "offset")
+    return mine.mapInArrow(
+        decode_canal if protocol == "canal-json" else decode,
+        f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT",
+    )
 
 
 def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple[int, int]]) -> _Plan:
     """Two Spark jobs over the decoded events for the driver: per partition (and offset range read by one
     task) its highest resolved ts; then, re-sent changes (`resent_changes`) apart and only counted, the
-    DDL events, and per table its first row event (ts, row id, where it is)."""
+    DDL events and a row event per table."""
     if events is None:
         return _Plan({}, {}, [], {}, {})
     from pyspark.sql import functions as F
@@ -756,14 +579,15 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
         .agg(
             F.max("ts").alias("ts"),
             F.min("ts").alias("first_ts"),
-            F.min_by(F.when(kind == ROW, F.struct("row_id", "offset", "index")), "ts").alias("sample"),
+            F.min_by(F.when(kind == ROW, F.struct("value", "row_id", "offset")), "ts").alias("sample"),
             F.collect_list(F.when(kind == DDL, ddl)).alias("ddls"),
             F.count(F.lit(1)).alias("events"),
         )
         .collect()
     )
     ddls: list[dict[str, Any]] = []
-    samples: dict[tuple[str, str], dict[str, Any]] = {}
+    samples: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+    row_events: dict[tuple[str, str], int] = {}
     resent: dict[broker.TopicPartition, tuple[int, int]] = {}
     first_change: dict[broker.TopicPartition, int] = {}
     for r in groups:
@@ -776,19 +600,24 @@ def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple
         elif r["type"] == DDL:
             ddls += [d.asDict() for d in r["ddls"]]
         elif r["type"] == ROW and r["sample"] is not None:
-            key, ts, sample = (r["schema"], r["table"]), int(r["first_ts"]), r["sample"]
-            if key not in samples or ts < samples[key]["ts"]:  # the table's first row event over partitions
-                samples[key] = {
-                    "row_id": sample["row_id"],
+            key, ts = (r["schema"], r["table"]), int(r["first_ts"])
+            row_events[key] = row_events.get(key, 0) + int(r["events"])
+            if key not in samples or ts < samples[key][0]:  # the table's first row event over partitions
+                sample = {
+                    "value": bytes(r["sample"]["value"]),
+                    "row_id": r["sample"]["row_id"],
                     "ts": ts,
-                    "at": (r["topic"], r["partition"], sample["offset"], sample["index"]),
-                    "where": f"topic {r['topic']!r} partition {r['partition']} offset {sample['offset']}",
+                    "where": f"topic {r['topic']!r} partition {r['partition']} offset {r['sample']['offset']}",
                 }
+                samples[key] = (ts, sample)
     ddls.sort(key=lambda d: (d["ts"], d["topic"], d["partition"], d["offset"]))
     once: dict[tuple[Any, ...], dict[str, Any]] = {}
     for d in ddls:  # broadcast to every partition, or sent again before a resolved event: one DDL
         once.setdefault((d["ts"], d["schema"], d["table"], d["ddl_query"]), d)
-    return _Plan(seen, splits, list(once.values()), samples, resent, first_resolved, first_change)
+    return _Plan(
+        seen, splits, list(once.values()), {k: v for k, (_, v) in samples.items()}, row_events, resent,
+        first_resolved, first_change,
+    )  # fmt: skip
 
 
 def _check_continuity_from_snapshot(existing: Sequence[TableRecord], plan: _Plan) -> None:
@@ -868,25 +697,16 @@ def _first_offsets_above(events: DataFrame | None, resolved_ts: int) -> dict[bro
     return {(r["topic"], r["partition"]): int(r["offset"]) for r in rows}
 
 
-def _infer_table_info(db: str, name: str, value: bytes, row_id: int | None, protocol: str) -> dict[str, Any]:
-    """A best-effort TableInfo from one row event's value (`open_schema`, `canal_kafka`)."""
-    doc = msgspec.json.decode(value)
+def _infer_table_info(db: str, name: str, sample: Mapping[str, Any], protocol: str) -> dict[str, Any]:
+    """A best-effort TableInfo from one row event (`open_schema`, `canal_kafka`)."""
+    doc = msgspec.json.decode(sample["value"])
     if protocol == "canal-json":
         return canal_table_info(db, name, doc, fake_table_id(db, name))
     columns = doc.get("u") or doc.get("d") or {}
-    return schema_from_columns(db, name, columns, row_id=row_id, table_id=fake_table_id(db, name))
+    return schema_from_columns(db, name, columns, row_id=sample["row_id"], table_id=fake_table_id(db, name))
 
 
-__all__ = [
-    "KafkaSource",
-    "ResendFloors",
-    "Segment",
-    "decode_events",
-    "typed_segments",
-    "typing_task",
-    "unpack_pieces",
-    "unpacked",
-]
+__all__ = ["KafkaSource", "decode_events", "typed_rows"]
 
 
 def _refuse_exchange_partition(tables: Sequence[TrackedTable], start_ts: int, resolved_ts: int) -> None:

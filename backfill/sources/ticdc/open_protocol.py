@@ -34,11 +34,6 @@ EVENT_TYPES = {ROW: "row", DDL: "ddl", RESOLVED: "resolved"}
 _U64 = struct.Struct(">Q")
 _KEY_FIELDS = frozenset({"ts", "scm", "tbl", "rid", "ptn", "t", "ohk", "ccl"})
 
-# A Spark SQL test of a record's key: true for a message of row events (a key `"t":1`), whose values a
-# reader that needs only the keys leaves out (`decode_records` row_values=False). A message it wrongly
-# takes for one fails there, naming its offset; it cannot miss one (JSON escapes every quote in a string).
-ROW_MESSAGE = "contains(key, X'2274223A31')"
-
 EVENT_SCHEMA = pa.schema(
     [
         pa.field("topic", pa.string()),
@@ -101,20 +96,15 @@ def split_frames(data: bytes, where: Where, what: str) -> list[bytes]:
     return out
 
 
-def split_keys(key: bytes | None, where: Where) -> list[bytes]:
-    """One Kafka message's key -> its key JSONs, checking the version."""
+def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
+    """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
     key = key or b""
     if len(key) < 8:
         raise where.error(f"key of {len(key)} bytes has no 8-byte version")
     (version,) = _U64.unpack_from(key, 0)
     if version != BATCH_VERSION:
         raise where.error(f"unsupported batch version {version} (expected {BATCH_VERSION})")
-    return split_frames(key[8:] if isinstance(key, bytes) else bytes(key)[8:], where, "key")
-
-
-def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
-    """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
-    keys = split_keys(key, where)
+    keys = split_frames(key[8:] if isinstance(key, bytes) else bytes(key)[8:], where, "key")
     values = split_frames(bytes(value or b""), where, "value")
     if len(keys) != len(values):
         raise where.error(f"{len(keys)} keys but {len(values)} values in the batch")
@@ -185,33 +175,22 @@ _KEY_TYPES: dict[str, set[type]] = {
 
 @dataclass
 class _Framed:
-    """The (key JSON, value bytes) pairs of a run of messages: per event its message and place in it."""
+    """The (key JSON, value bytes) pairs of a run of messages, with where each came from."""
 
     keys: list[bytes]
-    values: list[bytes | None]  # None: a row value the reader left out (`decode_records` ``row_values``)
-    messages: list[int]
+    values: list[bytes]
+    wheres: list[Where]
     indexes: list[int]
-    wheres: list[Where]  # per message
-
-    def where(self, event: int) -> Where:
-        return self.wheres[self.messages[event]]
 
 
-def _framed(messages: Iterator[tuple[bytes | None, bytes | None, Where]], row_values: bool) -> _Framed:
-    out = _Framed([], [], [], [], [])
-    for m, (key, value, where) in enumerate(messages):
-        out.wheres.append(where)
-        if value is None and not row_values:  # left out by the reader (a row message): the keys alone
-            keys = split_keys(key, where)
-            out.keys.extend(keys)
-            out.values.extend(repeat(None, len(keys)))
-        else:
-            pairs = split_message(key, value, where)
-            out.keys.extend(k for k, _ in pairs)
-            out.values.extend(v for _, v in pairs)
-        n = len(out.keys) - len(out.messages)
-        out.messages.extend(repeat(m, n))
-        out.indexes.extend(range(n))
+def _framed(messages: Iterator[tuple[bytes | None, bytes | None, Where]]) -> _Framed:
+    out = _Framed([], [], [], [])
+    for key, value, where in messages:
+        pairs = split_message(key, value, where)
+        out.keys.extend(k for k, _ in pairs)
+        out.values.extend(v for _, v in pairs)
+        out.wheres.extend(repeat(where, len(pairs)))
+        out.indexes.extend(range(len(pairs)))
     return out
 
 
@@ -224,9 +203,7 @@ def _key_docs(framed: _Framed) -> list[Any]:
             return docs
     except msgspec.DecodeError:
         pass
-    return [
-        parse_key(k, framed.where(e), i) for e, (k, i) in enumerate(zip(keys, framed.indexes, strict=True))
-    ]
+    return [parse_key(k, w, i) for k, w, i in zip(keys, framed.wheres, framed.indexes, strict=True)]
 
 
 def _key_columns(docs: list[Any], framed: _Framed) -> dict[str, list[Any]]:
@@ -242,8 +219,8 @@ def _key_columns(docs: list[Any], framed: _Framed) -> dict[str, list[Any]]:
         and all(s and t for s, t, ty in zip(cols["scm"], cols["tbl"], types, strict=True) if ty == ROW)
     )
     if not clean:
-        for e, (d, i) in enumerate(zip(docs, framed.indexes, strict=True)):
-            parse_key(d, framed.where(e), i)
+        for d, w, i in zip(docs, framed.wheres, framed.indexes, strict=True):
+            parse_key(d, w, i)
     return cols
 
 
@@ -262,54 +239,28 @@ def _plain_value(kind: int, value: bytes, where: Where, index: int, codec: str) 
     return plain
 
 
-def _event_values(types: list[Any], framed: _Framed, codec: str) -> tuple[list[Any], list[Any], list[Any]]:
-    """Per event: its row value (decompressed), DDL query and DDL type; resolved values checked empty."""
-    n = len(types)
-    values = framed.values
-    row_values: list[bytes | None] = [v if t == ROW else None for t, v in zip(types, values, strict=True)]
+def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
+    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
+    framed = _framed(messages)
+    n = len(framed.keys)
+    cols = _key_columns(_key_docs(framed), framed)
+    row_values: list[bytes | None] = [None] * n
     queries: list[str | None] = [None] * n
     ddl_types: list[int | None] = [None] * n
-    plain_rows = codec == "none"
-    for i, (t, v) in enumerate(zip(types, values, strict=True)):
-        if t == ROW and v is None:  # left out by the reader
+    for i, (t, v) in enumerate(zip(cols["t"], framed.values, strict=True)):
+        if t == ROW and codec == "none" and v:
+            row_values[i] = v
             continue
-        if t == ROW and plain_rows and v:
-            continue
-        where, index = framed.where(i), framed.indexes[i]
-        if v is None:
-            raise where.error("a message without a value, or holding row events and others together", index)
-        plain = _plain_value(t, v, where, index, codec)
+        plain = _plain_value(t, v, framed.wheres[i], framed.indexes[i], codec)
         if t == DDL:
-            queries[i], ddl_types[i] = parse_ddl_value(plain, where, index)
+            queries[i], ddl_types[i] = parse_ddl_value(plain, framed.wheres[i], framed.indexes[i])
         elif t == ROW:
             row_values[i] = plain
-    return row_values, queries, ddl_types
-
-
-def _decode(
-    messages: Iterator[tuple[bytes | None, bytes | None, Where]],
-    codec: str,
-    places: tuple[pa.Array, pa.Array, pa.Array] | None = None,
-    with_row_values: bool = True,
-) -> pa.Table:
-    """Frames of every message first, then every key JSON in one parse and the columns by ``map``.
-    `places`: the messages' topic, partition and offset columns (else taken from their `Where`)."""
-    framed = _framed(messages, with_row_values)
-    cols = _key_columns(_key_docs(framed), framed)
-    row_values, queries, ddl_types = _event_values(cols["t"], framed, codec)
-    if places is None:
-        wheres = framed.wheres
-        places = (
-            pa.array([w.topic for w in wheres], pa.string()),
-            pa.array([w.partition for w in wheres], pa.int32()),
-            pa.array([w.offset for w in wheres], pa.int64()),
-        )
-    message = pa.array(framed.messages, pa.int32())
-    topic, partition, offset = (pc.take(column, message) for column in places)
+    wheres = framed.wheres
     columns = {
-        "topic": topic,
-        "partition": partition,
-        "offset": offset,
+        "topic": [w.topic for w in wheres],
+        "partition": [w.partition for w in wheres],
+        "offset": [w.offset for w in wheres],
         "index": framed.indexes,
         "type": cols["t"],
         "ts": cols["ts"],
@@ -317,7 +268,7 @@ def _decode(
         "table": cols["tbl"],
         "row_id": cols["rid"],
         "physical_id": cols["ptn"],
-        "handle_only": [h is True for h in cols["ohk"]],
+        "handle_only": [bool(h) for h in cols["ohk"]],
         "claim_check": [c or None for c in cols["ccl"]],
         "value": row_values,
         "ddl_query": queries,
@@ -326,14 +277,10 @@ def _decode(
     return pa.Table.from_pydict(columns, schema=EVENT_SCHEMA)
 
 
-def decode_records(
-    records: pa.Table | pa.RecordBatch, *, compression: str = "none", row_values: bool = True
-) -> pa.Table:
+def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
     """Kafka records (columns key, value, topic, partition, offset) -> events (``EVENT_SCHEMA``), in order.
 
-    An empty batch (a key of the version alone, value empty) yields no event. Without ``row_values`` a
-    null value is a message whose values the reader left out (:data:`ROW_MESSAGE` says which): its events
-    must be row events, and their values stay null.
+    An empty batch (a key of the version alone, value empty) yields no event.
     """
     check_codec(compression)
     keys = records.column("key").to_pylist()
@@ -347,16 +294,7 @@ def decode_records(
             keys, values, topics, partitions, offsets, strict=True
         )
     )
-    places = (
-        _flat(records.column("topic")),
-        _flat(records.column("partition")),
-        _flat(records.column("offset")),
-    )
-    return _decode(messages, compression, places, row_values)
-
-
-def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return _decode(messages, compression)
 
 
 def decode_message(
@@ -407,7 +345,6 @@ __all__ = [
     "EVENT_SCHEMA",
     "RESOLVED",
     "ROW",
-    "ROW_MESSAGE",
     "Where",
     "decode_message",
     "decode_records",
@@ -415,6 +352,5 @@ __all__ = [
     "frame",
     "parse_key",
     "records_table",
-    "split_keys",
     "split_message",
 ]
