@@ -1,15 +1,16 @@
 """The soak (issue 52): a bounded loop of scheduled runs over a growing history, with random kills,
 random network faults and now and then a second run of the same job at once.
 
-The simulated upstream's captures are in a bucket of S3Proxy reached only through Toxiproxy; the history
-grows as the loop goes: tick `i` of `n` may read up to capture `i * captures / n` (`--until-ts`). Each tick
-is one scheduled run, drawn at random (seeded): a run in this process, a `backfill run` subprocess that
-gets SIGKILLed (its whole process group) at a random moment of its life, or such a subprocess together
-with a run in this process (two runs of the job at once); and, independently, a network fault for the
-tick's length: none, latency, connections reset mid-read or mid-upload, or a window of refused
-connections. After every tick, whatever its end: every commit in the tables' logs is whole and carries
-our tag, and every table equals the simulator's state at the ts its log records; a run that exited 0
-leaves all of them at its capture. At the end one plain run: rows lost must be 0.
+The simulated upstream's captures are in a bucket of S3Proxy reached only through Toxiproxy; the history grows
+as the loop goes: tick `i` of `n` may read up to capture `i * captures / n` (`--until-ts`; under a time bound,
+`TIDELAKE_SOAK_SECONDS`, the share of the time gone if that is more). Each tick is one scheduled run, drawn at
+random (seeded): a run in this process, a `backfill run` subprocess that gets SIGKILLed (its whole process
+group) at a random moment of its life, or such a subprocess together with a run in this process (two runs of
+the job at once); and, independently, a network fault for the tick's length: none, latency, connections reset
+mid-read or mid-upload, or a window of refused connections. After every tick, whatever its end: every commit
+in the tables' logs is whole and carries our tag, and every table equals the simulator's state at the ts its
+log records; a run that exited 0 leaves all of them at its capture. At the end one plain run: rows lost must
+be 0.
 
 The warehouse is a local folder: two runs at once are safe only on storage whose Delta log store can
 put-if-absent (docs/operations.md "One writer per table"; plain S3 cannot), and the S3 network faults
@@ -215,7 +216,10 @@ def test_soak_scheduled_runs_with_random_kills_faults_and_overlaps(
         if time.monotonic() - started > SOAK_SECONDS:
             break
         ticks += 1
-        scan = index[min(len(index) - 1, tick * len(index) // SOAK_RUNS)]
+        # The history grows with the ticks, or with the time under a time bound (else a bounded soak on a
+        # loaded machine would read the first captures only).
+        grown = max(tick / SOAK_RUNS, (time.monotonic() - started) / SOAK_SECONDS)
+        scan = index[min(len(index) - 1, int(grown * len(index)))]
         until_ts = int(scan["resolved_ts"])
         fault = rng.choices(sorted(FAULTS), weights=[FAULTS[k] for k in sorted(FAULTS)])[0]
         draw = rng.random()
