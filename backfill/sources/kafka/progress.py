@@ -92,6 +92,9 @@ class TableRecord:
     label: str
     version: int | None
     record: RunRecord | None
+    # the TableInfo its snapshot commit records, when that is its last commit (`[source.initial]`): the
+    # table's schema at the snapshot's TSO (`version`), which no message of the topic carries
+    snapshot_info: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

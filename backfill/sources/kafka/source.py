@@ -53,7 +53,7 @@ from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_column
 from backfill.sources.ticdc.open_supersede import LatestPerKey
 from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
-from tidelake import delta, fs, output
+from tidelake import conventions, delta, fs, output
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
 from tidelake.sqlident import quote_ident
@@ -261,8 +261,11 @@ class KafkaSource(Source[KafkaWindow]):
         found = []
         for db, name, version in checkpoints.existing():
             commit = delta.last_commit(spark, checkpoints.path(db, name), checkpoints.app_id)
-            record = RunRecord.from_metadata(commit.user_metadata if commit else None)
-            found.append(TableRecord(f"{db}.{name}", version, record))
+            metadata = commit.user_metadata if commit else None
+            record = RunRecord.from_metadata(metadata)
+            snapshot = conventions.snapshot_of(metadata) if record is None else None
+            info = snapshot[1] if snapshot is not None else None
+            found.append(TableRecord(f"{db}.{name}", version, record, info))
         return found
 
     def _tables(
@@ -298,8 +301,9 @@ class KafkaSource(Source[KafkaWindow]):
     def _tables_from_text(
         self, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
     ) -> tuple[list[TrackedTable], dict[str, Any]]:
-        """Without a schema folder: each table from the TableInfo its last commit recorded, a CREATE TABLE in
-        the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
+        """Without a schema folder: each table from the TableInfo its last commit recorded (a Kafka run's, or
+        the snapshot's that `[source.initial]` loaded it from: exact, at the snapshot's TSO), a CREATE TABLE
+        in the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
         first row event; later DDL events applied from their text
         (`text_schema`). Returns the tables and, per table, the TableInfo in force at `resolved_ts`."""
         ddls = [
@@ -315,9 +319,13 @@ class KafkaSource(Source[KafkaWindow]):
         ]
         known: dict[tuple[str, str], KnownTable] = {}
         for t in existing:
+            db, name = t.label.split(".", 1)
             if t.record is not None and t.label in t.record.schemas:
-                db, name = t.label.split(".", 1)
                 known[(db, name)] = KnownTable(db, name, t.record.schemas[t.label], t.record.run_resolved_ts)
+            elif t.record is None and t.snapshot_info is not None and t.version is not None:
+                known[(db, name)] = KnownTable(
+                    db, name, t.snapshot_info, t.version
+                )  # exact, from the snapshot
         created = created_tables(ddls)  # also those above the resolved ts: their rows wait for the CREATE
         window = [d for d in ddls if d.ts <= resolved_ts]
         renamed = rename_targets(window)
