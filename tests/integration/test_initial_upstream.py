@@ -235,7 +235,7 @@ def test_an_upstream_that_cannot_be_read_exits_2_naming_it_with_nothing_committe
     expected = {
         "refused": "cannot connect",
         "password": "access denied",
-        "no-select": "reading the tables at TSO 100 failed",
+        "no-select": "reading jdbcdeny.t at TSO 100 failed",
     }
     assert expected[fault] in err, err
     assert password not in err
