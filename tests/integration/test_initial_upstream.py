@@ -66,16 +66,24 @@ def _tables(spark, warehouse: Path) -> dict[str, str]:
     }
 
 
-def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
-    spark, mariadb_url, tmp_path, capsys
-) -> None:
-    out = tmp_path / "sim"
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory, mariadb_url: str) -> Path:
+    """The simulation, its storage sink and changefeed, and MariaDB holding its history up to the first
+    scan (this module's tests read it one after another; none writes to it)."""
+    out = tmp_path_factory.mktemp("initial-upstream") / "sim"
     simulate(
         SimulationConfig(
             out=out, seed=7, tables=3, rows=20, txns=60, scans=2, ddl_kinds=(), mysql_url=mariadb_url,
             mysql_until_scan=1, storage_sinks=(SINK,),
         )
     )  # fmt: skip
+    return out
+
+
+def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
+    spark, sim, mariadb_url, tmp_path, capsys
+) -> None:
+    out = sim
     index = load_index(out)
     tso, last = index[0]["resolved_ts"], index[-1]
     sink = out / "storage" / "csv"
@@ -123,17 +131,12 @@ def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
 
 @pytest.mark.kafka
 def test_a_kafka_topic_continues_from_the_upstream_at_the_tso(
-    spark, mariadb_url, kafka_broker, tmp_path
+    spark, sim, mariadb_url, kafka_broker, tmp_path
 ) -> None:
     """The same snapshot over JDBC, then a Kafka topic (open protocol) from its TSO, no schema folder: the
-    tables' schemas are the snapshot's (recorded in its commit), their rows the expected state."""
-    out = tmp_path / "sim"
-    simulate(
-        SimulationConfig(
-            out=out, seed=7, tables=3, rows=20, txns=60, scans=2, ddl_kinds=(), mysql_url=mariadb_url,
-            mysql_until_scan=1, ticdc_changelog=True,
-        )
-    )  # fmt: skip
+    tables' schemas are the snapshot's (recorded in its commit), their rows the expected state (ops.events,
+    without a primary key, merged as whole rows: the snapshot has no row ids)."""
+    out = sim
     index = load_index(out)
     tso, last = index[0]["resolved_ts"], index[-1]
     feed = Changefeed(topic="jdbc-then-kafka", partitions=2, start_ts=tso)
