@@ -333,9 +333,8 @@ class KafkaSource(Source[KafkaWindow]):
             if t.record is not None and t.label in t.record.schemas:
                 known[(db, name)] = KnownTable(db, name, t.record.schemas[t.label], t.record.run_resolved_ts)
             elif t.record is None and t.snapshot_info is not None and t.version is not None:
-                known[(db, name)] = KnownTable(
-                    db, name, t.snapshot_info, t.version
-                )  # exact, from the snapshot
+                # its snapshot's (no Kafka run yet): exact, valid from the snapshot's TSO
+                known[(db, name)] = KnownTable(db, name, t.snapshot_info, t.version)
         created = created_tables(ddls)  # also those above the resolved ts: their rows wait for the CREATE
         window = [d for d in ddls if d.ts <= resolved_ts]
         renamed = rename_targets(window)
