@@ -31,7 +31,7 @@ from reconcile.chunks import Checksum, KeyRange, effective_chunk_size, narrow, r
 from reconcile.diff import RowDiff, diff_keyed, diff_multiset
 from reconcile.downstream import DeltaSnapshot, open_snapshot
 from reconcile.encoding import FloatDigits, JsonMode
-from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError, UpstreamUnavailable
+from reconcile.errors import SchemaMismatch, TableNotFound, UpstreamError
 from reconcile.options import RunOptions, ignored_columns
 from reconcile.result import ChunkStatus, DiffCounts, ReconcileResult, TableResult
 from reconcile.schema import TIDB_ROWID, Column, Comparison, TableSchema, compare_schemas
@@ -42,6 +42,7 @@ from tidelake.errors import InputError
 from tidelake.output import SILENT, Tracker
 from tidelake.spark import execution_conf
 from tidelake.sqlident import column
+from tidelake.upstream import with_retries
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -157,24 +158,20 @@ def _with_retries(
     query cut off, a reset, a timeout), at most `retries` times, `retry_wait` seconds first and doubling.
     Nothing is half-done by a failed attempt: a repair commits only after all its upstream reads.
     Gives up with an UpstreamError that names the server and the attempts."""
-    failures: list[str] = []
-    while True:
-        try:
-            if failures:
-                upstream.reconnect()
-            result = attempt()
-        except UpstreamUnavailable as exc:
-            failures.append(str(exc))
-            if len(failures) > settings.retries:
-                raise UpstreamError(f"{exc} (gave up after {len(failures)} attempts)") from None
-            wait = settings.retry_wait * 2 ** (len(failures) - 1)
-            tracker.stage(f"{name}: {exc}; retry {len(failures)} of {settings.retries} in {wait:g} s", 0)
-            time.sleep(wait)
-            continue
-        if not failures:
-            return result
-        retried = f"read again after {len(failures)} network failure(s), the last: {failures[-1]}"
-        return replace(result, notes=(*result.notes, retried))
+    attempts = 0
+
+    def again() -> TableResult:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1:
+            upstream.reconnect()
+        return attempt()
+
+    result, failures = with_retries(again, settings, lambda retry: tracker.stage(f"{name}: {retry}", 0))
+    if not failures:
+        return result
+    retried = f"read again after {len(failures)} network failure(s), the last: {failures[-1]}"
+    return replace(result, notes=(*result.notes, retried))
 
 
 def reconcile_table(

@@ -56,3 +56,26 @@ def commit_metadata(
         **(source or {}),
         **(extra or {}),
     }
+
+
+SNAPSHOT_STEP = "snapshot"  # the `step` of the commit that gives a table its first version from a snapshot
+
+
+def snapshot_metadata(kind: str, path: str, tso: int, table_info: Mapping[str, Any]) -> dict[str, Any]:
+    """What a snapshot commit records (`extra` of `commit_metadata`): where its rows came from (`backfill
+    status` shows it) and the TableInfo they were read with, which a source whose input carries no schema
+    for tables older than its start (a Kafka topic) takes as the table's schema at the TSO."""
+    return {"snapshot": {"kind": kind, "path": path, "tso": tso}, "table_info": dict(table_info)}
+
+
+def snapshot_of(metadata: Mapping[str, Any] | None) -> tuple[dict[str, Any], Mapping[str, Any] | None] | None:
+    """(where the rows came from, TableInfo or None for commits of older versions) of a snapshot commit's
+    metadata; None for any other commit."""
+    if (
+        not metadata
+        or metadata.get("step") != SNAPSHOT_STEP
+        or not isinstance(metadata.get("snapshot"), Mapping)
+    ):
+        return None
+    info = metadata.get("table_info")
+    return dict(metadata["snapshot"]), info if isinstance(info, Mapping) else None

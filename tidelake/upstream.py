@@ -9,7 +9,9 @@ password. Every byte read from the socket is counted (`bytes_received`).
 from __future__ import annotations
 
 import ssl
-from typing import TYPE_CHECKING
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import pymysql
 from pymysql.constants import CR, ER
@@ -18,6 +20,8 @@ from tidelake.errors import UpstreamError, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig
+
+T = TypeVar("T")
 
 # pymysql's client-side codes of a connection that could not be made or broke (refused, reset, timed out)
 _NETWORK_CODES = frozenset(
@@ -123,3 +127,23 @@ def server_version(conn: pymysql.connections.Connection) -> str:
     if row is None:
         raise UpstreamError("SELECT VERSION() returned no row")
     return str(row[0])
+
+
+def with_retries(
+    attempt: Callable[[], T], config: UpstreamConfig, retrying: Callable[[str], object]
+) -> tuple[T, list[str]]:
+    """`attempt()`, called again after a network failure (UpstreamUnavailable: a refused, reset, lost or
+    timed-out connection) at most `retries` times, `retry_wait` seconds first and doubling; `retrying` is
+    told each time ("<failure>; retry n of m in s s"). Returns the result and the failures it rode out;
+    past the retries, an UpstreamError naming the server and the attempts."""
+    failures: list[str] = []
+    while True:
+        try:
+            return attempt(), failures
+        except UpstreamUnavailable as exc:
+            failures.append(str(exc))
+            if len(failures) > config.retries:
+                raise UpstreamError(f"{exc} (gave up after {len(failures)} attempts)") from None
+            wait = config.retry_wait * 2 ** (len(failures) - 1)
+            retrying(f"{exc}; retry {len(failures)} of {config.retries} in {wait:g} s")
+            time.sleep(wait)

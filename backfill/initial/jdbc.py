@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -38,11 +39,12 @@ from backfill.sources.base import CheckpointBook
 from backfill.sources.ticdc.change_rows import ParsedRows
 from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import table_matches
+from tidelake import output
 from tidelake.conventions import COMMIT_TS
-from tidelake.errors import ConfigError, InputError, UpstreamError
+from tidelake.errors import ConfigError, InputError, UpstreamError, UpstreamUnavailable
 from tidelake.sparkerrors import from_task, in_task, input_errors
 from tidelake.sqlident import quote_ident
-from tidelake.upstream import connect, scrub, server_name, server_version
+from tidelake.upstream import connect, failure, scrub, server_name, server_version, with_retries
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -51,7 +53,13 @@ if TYPE_CHECKING:
 
 DRIVER = "org.mariadb.jdbc.Driver"
 SYSTEM_SCHEMAS = ("mysql", "information_schema", "performance_schema", "sys", "metrics_schema")
-_JDBC_FAILURE = re.compile(r"java\.sql\.\w*Exception: ([^\n]*)")  # the driver's error, in a JVM trace
+# the driver's error in a JVM trace: its class and message
+_JDBC_FAILURE = re.compile(r"java\.sql\.(\w*Exception): ([^\n]*)")
+# the driver's classes for a connection that could not be made or broke (refused, reset, lost, timed out)
+_CONNECTION_FAILURES = frozenset(
+    {"SQLNonTransientConnectionException", "SQLTransientConnectionException", "SQLRecoverableException",
+     "SQLTimeoutException"}
+)  # fmt: skip
 _SPLITTABLE = (ColumnKind.INT, ColumnKind.UINT, ColumnKind.UINT64)
 
 
@@ -77,24 +85,54 @@ def load_from_upstream(
 ) -> tuple[str, int, list[tuple[UpstreamTable, DataFrame, int]]]:
     """Every tracked table without a checkpoint read at the TSO and checked, nothing committed yet:
     (source name, TSO, [(table, rows, count)]). The caller commits them, then unpersists the rows.
-    UpstreamError naming host:port when the server cannot be read, InputError on a value that does not
-    fit its column."""
+    A connection lost, reset or refused while listing or reading is tried again (`[upstream]` `retries`,
+    `retry_wait`; a table's read starts over from new connections); past the retries, or on any other
+    failure, an UpstreamError naming host:port (and the table), InputError on a value that does not fit
+    its column."""
     initial = config.source.initial
     upstream = config.upstream
     assert initial is not None and initial.upstream_tso is not None and upstream is not None
     tso = initial.upstream_tso
     book = CheckpointBook(spark, config.target.warehouse, config.job.app_id)
-    tables = _tables_to_load(upstream, initial, config.target.tables, book, tso)
-    frames: list[DataFrame] = []
+
+    def retrying(message: str) -> None:
+        output.note(f"snapshot: {message}", "backfill")
+
+    tables, _ = with_retries(
+        lambda: _tables_to_load(upstream, initial, config.target.tables, book, tso), upstream, retrying
+    )
+    read: list[tuple[UpstreamTable, DataFrame, int]] = []
     try:
-        with upstream_read_errors(upstream, tso), input_errors("upstream"):
-            frames += [table_rows(spark, upstream, initial, table, tso) for table in tables]
-            counts = [frame.persist().count() for frame in frames]
+        for table in tables:
+            (frame, count), _ = with_retries(
+                partial(_read_table, spark, upstream, initial, table, tso), upstream, retrying
+            )
+            read.append((table, frame, count))
     except BaseException:
-        for frame in frames:
+        for _, frame, _ in read:
             frame.unpersist()
         raise
-    return snapshot_name(upstream), tso, list(zip(tables, frames, counts, strict=True))
+    return snapshot_name(upstream), tso, read
+
+
+def _read_table(
+    spark: SparkSession, upstream: UpstreamConfig, initial: InitialLoadConfig, table: UpstreamTable, tso: int
+) -> tuple[DataFrame, int]:
+    """One table's rows read, checked and persisted (unpersisted again when the read fails)."""
+    name = f"{table.schema.schema_name}.{table.schema.name}"
+    frame: DataFrame | None = None
+    try:
+        with (
+            upstream_read_errors(upstream, name, tso),  # Spark asks the server for the columns here already
+            input_errors("upstream"),
+            output.activity(f"snapshot: reading {name} from {server_name(upstream)}"),
+        ):
+            frame = table_rows(spark, upstream, initial, table, tso).persist()
+            return frame, frame.count()
+    except BaseException:
+        if frame is not None:
+            frame.unpersist()
+        raise
 
 
 def _tables_to_load(
@@ -178,9 +216,8 @@ def _query(
             rows = list(cur.fetchall())
             if tso is not None:
                 cur.execute("SET @@tidb_snapshot = ''")
-    except pymysql.err.MySQLError as exc:
-        reason = scrub(str(exc.args[-1] if exc.args else exc), upstream)
-        raise UpstreamError(f"{server_name(upstream)}: {doing}{at}: {reason}") from None
+    except (pymysql.err.MySQLError, OSError) as exc:
+        raise failure(exc, upstream, f"{doing}{at}") from None  # a lost connection: worth another try
     return rows
 
 
@@ -300,8 +337,9 @@ def _latin1(values: pa.Array) -> pa.Array:
 
 
 @contextmanager
-def upstream_read_errors(upstream: UpstreamConfig, tso: int) -> Iterator[None]:
-    """A JDBC failure inside Spark (refused, lost, denied) as an UpstreamError naming the server."""
+def upstream_read_errors(upstream: UpstreamConfig, table: str, tso: int) -> Iterator[None]:
+    """A JDBC failure inside Spark reading `table` as an UpstreamError naming the server and the table:
+    UpstreamUnavailable (worth another try) when the connection was refused, lost, reset or timed out."""
     try:
         yield
     except (InputError, UpstreamError):
@@ -310,7 +348,11 @@ def upstream_read_errors(upstream: UpstreamConfig, tso: int) -> Iterator[None]:
         found = _JDBC_FAILURE.search(str(exc))
         if found is None or from_task(exc) is not None:
             raise
-        reason = scrub(found.group(1).strip()[:300], upstream)
+        reason = scrub(found.group(2).strip()[:300], upstream)
+        if found.group(1) in _CONNECTION_FAILURES:
+            raise UpstreamUnavailable(
+                f"{server_name(upstream)}: connection lost while reading {table} at TSO {tso}: {reason}"
+            ) from None
         raise UpstreamError(
-            f"{server_name(upstream)}: reading the tables at TSO {tso} failed: {reason}"
+            f"{server_name(upstream)}: reading {table} at TSO {tso} failed: {reason}"
         ) from None

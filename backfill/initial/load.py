@@ -42,8 +42,6 @@ if TYPE_CHECKING:
     from backfill.initial.jdbc import UpstreamTable
     from tidelake.config import InitialLoadConfig, TidelakeConfig
 
-SNAPSHOT_STEP = "snapshot"  # the `step` of the commit that holds a table's first version
-
 
 @dataclass(frozen=True)
 class ExportTable:
@@ -63,17 +61,11 @@ class InitialLoad:
     loaded: tuple[tuple[str, int], ...]  # (db.table, rows)
 
 
-def snapshot_metadata(export: str, tso: int, kind: str = "dumpling") -> dict[str, object]:
-    """What a snapshot commit records of where its rows came from (`backfill status` shows it)."""
-    return {"snapshot": {"kind": kind, "path": export, "tso": tso}}
-
-
 def started_from(spark: SparkSession, path: str) -> dict[str, object] | None:
     """The snapshot a table's first version came from (kind, path, tso), None for a table the changes
     built; read from the commit after the table's creation (its first tagged commit)."""
-    metadata = delta.json_object(delta.commit_user_metadata(spark, path, 1)) or {}
-    snapshot = metadata.get("snapshot") if metadata.get("step") == SNAPSHOT_STEP else None
-    return dict(snapshot) if isinstance(snapshot, dict) else None
+    found = conventions.snapshot_of(delta.json_object(delta.commit_user_metadata(spark, path, 1)))
+    return found[0] if found is not None else None
 
 
 def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock) -> InitialLoad | None:
@@ -202,8 +194,8 @@ def _commit(
         spark, table.path, schema, identity, config.target.layout_of(schema.schema_name or "", schema.name)
     )
     metadata = conventions.commit_metadata(
-        step=SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso, upserted=count,
-        extra=snapshot_metadata(export, tso, kind),
+        step=conventions.SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso,
+        upserted=count, extra=conventions.snapshot_metadata(kind, export, tso, schema.table_info),
     )  # fmt: skip
     change = sink.Advance() if rows is None else sink.Append(rows)
     sink.commit(spark, table.path, change, sink.Txn(config.job.app_id, tso, metadata))

@@ -216,3 +216,81 @@ def test_a_repair_that_cannot_read_its_rows_commits_nothing_and_the_rerun_repair
     assert table.repair is not None and table.repair.remaining.total == 0
     assert delta.table_version(spark, path) == before + 1
     assert untagged_commits(warehouse_copy, APP_ID) == []
+
+
+# ------------------------------------------------------------------ the initial load over JDBC (issue 53)
+
+CUT = ("limit_data", "downstream", {"bytes": 30_000})  # each connection closed after 30 kB from the server
+
+
+def snapshot_job(folder: Path, port: int, password: str, **upstream: Any) -> Path:
+    """A storage-sink job (an empty sink) whose tables start from the upstream at a TSO over JDBC."""
+    settings = {"connect_timeout": 3, "read_timeout": 30, "retries": 2, "retry_wait": 0.2, **upstream}
+    (folder / "sink").mkdir(exist_ok=True)
+    path = folder / "snapshot.toml"
+    path.write_text(
+        f'[job]\nname = "{JOB}"\n[source]\nkind = "ticdc-storage"\npath = "{folder / "sink"}"\n'
+        f'[source.initial]\nupstream_tso = {RESOLVED_TS}\n[target]\nwarehouse = "{folder / "wh"}"\n'
+        f'tables = ["{DB}.t"]\n[upstream]\nkind = "mariadb"\nhost = "127.0.0.1"\nport = {port}\n'
+        f'user = "tidelake"\npassword = {json.dumps(password)}\n'
+        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+    )
+    return path
+
+
+@pytest.fixture
+def healed_on_retry(monkeypatch, mariadb_proxy: Proxy) -> list[str]:
+    """The retry notes the load prints; the first removes the proxy's fault (the read then gets through)."""
+    from tidelake import output
+
+    notes: list[str] = []
+    note = output.note
+
+    def heal(message: str, prog: str) -> None:
+        notes.append(message)
+        if " retry " in message and "fault" in mariadb_proxy.toxics():
+            mariadb_proxy.remove("fault")
+        note(message, prog)
+
+    monkeypatch.setattr(output, "note", heal)
+    return notes
+
+
+def test_a_snapshot_read_cut_off_is_read_again_from_new_connections(
+    spark, mariadb, mariadb_proxy, healed_on_retry, tmp_path
+) -> None:
+    """The planning's small answers pass; the JDBC read of the table's rows is cut off mid-stream, retried
+    (the fault gone by then), and the table's first version holds every upstream row once."""
+    from backfill.clock import StageClock
+    from backfill.initial.load import load_initial
+
+    config = load_config(snapshot_job(tmp_path, mariadb_proxy.port, mariadb.password))
+    kind, stream, attributes = CUT
+    mariadb_proxy.add("fault", kind, stream, **attributes)
+    loaded = load_initial(spark, config, StageClock())
+    assert loaded is not None and loaded.loaded == ((f"{DB}.t", ROWS),), loaded
+    retries = [n for n in healed_on_retry if " retry " in n]
+    assert len(retries) == 1, healed_on_retry
+    assert f"connection lost while reading {DB}.t at TSO {RESOLVED_TS}" in retries[0], retries
+    assert f"mariadb upstream 127.0.0.1:{mariadb_proxy.port}" in retries[0], retries
+    rows = spark.read.format("delta").load(str(tmp_path / "wh" / DB / "t")).drop("_tidb_commit_ts").collect()
+    assert sorted(tuple(r) for r in rows) == upstream_rows()
+    assert untagged_commits(tmp_path / "wh", APP_ID) == []
+
+
+def test_a_snapshot_read_that_keeps_failing_exits_2_naming_the_server_and_table(
+    spark, mariadb, mariadb_proxy, tmp_path, capsys
+) -> None:
+    from backfill.cli import main
+
+    config = snapshot_job(tmp_path, mariadb_proxy.port, mariadb.password, retries=1, retry_wait=0)
+    kind, stream, attributes = CUT
+    mariadb_proxy.add("fault", kind, stream, **attributes)
+    assert main(["run", "--config", str(config)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"mariadb upstream 127.0.0.1:{mariadb_proxy.port}: connection lost while reading {DB}.t" in err, (
+        err
+    )
+    assert "(gave up after 2 attempts)" in err and "retry 1 of 1" in err, err
+    assert mariadb.password not in err
+    assert not list(tmp_path.glob("wh/*/*/_delta_log"))

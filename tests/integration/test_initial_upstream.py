@@ -21,6 +21,7 @@ from backfill.sources.upstream_schema import upstream_table_infos
 from tests.expected import warehouse_differences
 from tidbsim import SimulationConfig, load_index, simulate
 from tidbsim.engine import DATABASES
+from tidbsim.kafka import Changefeed, open_protocol_messages, publish
 from tidbsim.storage_codec import CsvOptions
 from tidbsim.storage_sink import StorageSink
 from tidelake import delta, fs
@@ -65,16 +66,24 @@ def _tables(spark, warehouse: Path) -> dict[str, str]:
     }
 
 
-def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
-    spark, mariadb_url, tmp_path, capsys
-) -> None:
-    out = tmp_path / "sim"
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory: pytest.TempPathFactory, mariadb_url: str) -> Path:
+    """The simulation, its storage sink and changefeed, and MariaDB holding its history up to the first
+    scan (this module's tests read it one after another; none writes to it)."""
+    out = tmp_path_factory.mktemp("initial-upstream") / "sim"
     simulate(
         SimulationConfig(
             out=out, seed=7, tables=3, rows=20, txns=60, scans=2, ddl_kinds=(), mysql_url=mariadb_url,
             mysql_until_scan=1, storage_sinks=(SINK,),
         )
     )  # fmt: skip
+    return out
+
+
+def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
+    spark, sim, mariadb_url, tmp_path, capsys
+) -> None:
+    out = sim
     index = load_index(out)
     tso, last = index[0]["resolved_ts"], index[-1]
     sink = out / "storage" / "csv"
@@ -118,6 +127,47 @@ def test_tables_start_from_the_upstream_at_the_tso_and_the_sink_continues(
         s == {"kind": "upstream", "path": f"mariadb://{server.hostname}:{server.port}", "tso": tso}
         for s in started
     )
+
+
+@pytest.mark.kafka
+def test_a_kafka_topic_continues_from_the_upstream_at_the_tso(
+    spark, sim, mariadb_url, kafka_broker, tmp_path
+) -> None:
+    """The same snapshot over JDBC, then a Kafka topic (open protocol) from its TSO, no schema folder: the
+    tables' schemas are the snapshot's (recorded in its commit), their rows the expected state (ops.events,
+    without a primary key, merged as whole rows: the snapshot has no row ids)."""
+    out = sim
+    index = load_index(out)
+    tso, last = index[0]["resolved_ts"], index[-1]
+    feed = Changefeed(topic="jdbc-then-kafka", partitions=2, start_ts=tso)
+    publish(open_protocol_messages(out, feed), kafka_broker.bootstrap, partitions=feed.partitions)
+    conf = tmp_path / "kafka.toml"
+    conf.write_text(
+        f'[job]\nname = "kafka"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\n'
+        f'bootstrap_servers = "{kafka_broker.bootstrap}"\ntopic = "{feed.topic}"\n'
+        f"[source.initial]\nupstream_tso = {tso}\n"
+        f'[target]\nwarehouse = "{tmp_path / "wh"}"\ntables = [{TABLES}]\n{_upstream(mariadb_url)}'
+    )
+    # two runs: the second merges ops.events as whole rows because the first's record says so
+    middle = (tso + last["resolved_ts"]) // 2
+    assert run_backfill(spark, load_config(conf), until_ts=middle).resolved_ts == middle
+    result = run_backfill(spark, load_config(conf))
+    assert result.resolved_ts == last["resolved_ts"], result.to_dict()
+    differences = warehouse_differences(
+        spark, tmp_path / "wh", out, last["scan_id"], without=(ROWID, COMMIT_TS)
+    )
+    assert differences == []
+    events = delta.last_commit(spark, str(tmp_path / "wh" / "ops" / "events"), "tidelake:kafka")
+    assert events is not None and events.user_metadata["kafka"]["without_rowid"] == ["ops.events"]
+    assert {name: _started(spark, path) for name, path in _tables(spark, tmp_path / "wh").items()} == {
+        name: tso for name in ("shop.orders", "shop.items", "ops.events")
+    }
+
+
+def _started(spark, path: str) -> int:
+    first = json.loads(delta.commit_user_metadata(spark, path, 1) or "{}")
+    assert first["step"] == "snapshot" and first["table_info"]["cols"], path
+    return int(first["snapshot"]["tso"])
 
 
 def _split_reads_give_the_snapshot_rows(
@@ -193,7 +243,7 @@ def test_an_upstream_that_cannot_be_read_exits_2_naming_it_with_nothing_committe
     expected = {
         "refused": "cannot connect",
         "password": "access denied",
-        "no-select": "reading the tables at TSO 100 failed",
+        "no-select": "reading jdbcdeny.t at TSO 100 failed",
     }
     assert expected[fault] in err, err
     assert password not in err

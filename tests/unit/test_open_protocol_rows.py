@@ -169,6 +169,37 @@ def test_rowid_table_without_rid_is_an_error():
         decode(version, rows, flavor="ticdc")
 
 
+def test_whole_rows_delete_an_updates_old_row_and_keep_a_deletes_columns():
+    """A table without a clustered key whose stored rows have no row id (a snapshot's) is merged as whole
+    rows: the row id stays NULL, an update deletes its old row (`p`) first, a delete keeps every column."""
+    version = VERSIONS[2]  # events: no primary key
+    schema = version.schema
+    first, second = (decoded for _k, _v, decoded, _r in random_rows(version, 2, seed=4))
+    changed = dict(first, level=(first["level"] or 0) + 1)
+    messages = [
+        (row_value_json(schema, new=changed, old=first), 7),  # an update
+        (row_value_json(schema, new=None, old=second), 8),  # a delete
+    ]
+    events = pa.concat_tables(
+        decode_message(
+            frame([key_json(9 + i, "ops", "events", row_id=rid)], version=True), frame([value], version=False),
+            topic="t", partition=0, offset=i,
+        )
+        for i, (value, rid) in enumerate(messages)
+    )  # fmt: skip
+    got = rows_to_arrow(events, schema, whole_rows=True)
+    assert got.column(OP).to_pylist() == ["DELETE", "PUT", "DELETE"]
+    assert got.column("_tidb_rowid").to_pylist() == [None, None, None]
+    names = [c.name for c in schema.columns]
+    rows = [{n: got.column(n)[i].as_py() for n in names} for i in range(3)]
+    assert rows == [{n: row[n] for n in names} for row in (first, changed, second)]
+    by_handle = rows_to_arrow(events, schema)  # keyed by the row ids: one PUT, a DELETE of the key only
+    assert by_handle.column(OP).to_pylist() == ["PUT", "DELETE"]
+    assert (
+        by_handle.column("_tidb_rowid").to_pylist() == [7, 8] and by_handle.column("kind")[1].as_py() is None
+    )
+
+
 def test_zero_dates_become_null_and_are_counted():
     version = VERSIONS[1]
     schema = version.schema

@@ -51,6 +51,9 @@ class RunRecord:
     read_ends: Mapping[TopicPartition, int] = field(default_factory=dict)
     # per partition: the re-sent changes the job skipped so far, up to `read_ends` (each counted once)
     resent_skipped: Mapping[TopicPartition, int] = field(default_factory=dict)
+    # db.table of the tables whose rows have no `_tidb_rowid` (loaded from a snapshot): merged by their
+    # primary key or whole rows in every run, whatever row ids the messages carry
+    without_rowid: tuple[str, ...] = ()
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class RunRecord:
                 "schemas": dict(self.schemas),
                 "read_ends": offsets_to_json(self.read_ends),
                 "resent_skipped": offsets_to_json(self.resent_skipped),
+                "without_rowid": list(self.without_rowid),
             }
         }
 
@@ -82,6 +86,7 @@ class RunRecord:
             dict(doc.get("schemas") or {}),
             offsets_from_json(doc.get("read_ends")),
             offsets_from_json(doc.get("resent_skipped")),
+            tuple(doc.get("without_rowid") or ()),
         )
 
 
@@ -92,6 +97,9 @@ class TableRecord:
     label: str
     version: int | None
     record: RunRecord | None
+    # the TableInfo its snapshot commit records, when that is its last commit (`[source.initial]`): the
+    # table's schema at the snapshot's TSO (`version`), which no message of the topic carries
+    snapshot_info: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from backfill.sources.ticdc.open_schema import fake_table_id, schema_from_column
 from backfill.sources.ticdc.open_supersede import LatestPerKey
 from backfill.sources.upstream_schema import upstream_table_infos
 from backfill.tables import RowIdentity, TrackedTable, identity_without_handle, table_matches
-from tidelake import delta, fs, output
+from tidelake import conventions, delta, fs, output
 from tidelake.errors import InputError
 from tidelake.sparkerrors import in_task, input_errors
 from tidelake.sqlident import quote_ident
@@ -121,6 +121,7 @@ class KafkaWindow(Window):
     time_zone: str = "UTC"
     protocol: str = "open-protocol"
     row_events: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (db, table) -> row events read
+    without_rowid: frozenset[int] = frozenset()  # tables whose rows have no `_tidb_rowid` (a snapshot's)
 
 
 @dataclass(frozen=True)
@@ -209,7 +210,7 @@ class KafkaSource(Source[KafkaWindow]):
             blocked = f"topic {topic!r} partition {partition} (watermark {done.resolved_ts})"
         with clock.stage("resolve"):
             first_above = _first_offsets_above(kept, resolved_ts)
-            tables, identities, schemas = self._tables(
+            tables, identities, schemas, no_rowid = self._tables(
                 spark, plan, existing, start.checkpoint_ts, resolved_ts
             )
         floors = tuple(
@@ -238,6 +239,7 @@ class KafkaSource(Source[KafkaWindow]):
                 for tp in partitions
                 if start.skipped.get(tp, 0) + plan.resent.get(tp, (0, 0))[1]
             },
+            without_rowid=tuple(f"{db}.{name}" for i in sorted(no_rowid) for db, name in tables[i].names()),
         )
         inputs = tuple(f"{t}[{p}] {b}..{e}" for (t, p), (b, e) in sorted(ranges.items()))
         return KafkaWindow(
@@ -255,14 +257,18 @@ class KafkaSource(Source[KafkaWindow]):
             time_zone=self.config.time_zone,
             protocol=self.config.protocol,
             row_events=plan.row_events,
+            without_rowid=no_rowid,
         )
 
     def _table_records(self, spark: SparkSession, checkpoints: CheckpointBook) -> list[TableRecord]:
         found = []
         for db, name, version in checkpoints.existing():
             commit = delta.last_commit(spark, checkpoints.path(db, name), checkpoints.app_id)
-            record = RunRecord.from_metadata(commit.user_metadata if commit else None)
-            found.append(TableRecord(f"{db}.{name}", version, record))
+            metadata = commit.user_metadata if commit else None
+            record = RunRecord.from_metadata(metadata)
+            snapshot = conventions.snapshot_of(metadata) if record is None else None
+            info = snapshot[1] if snapshot is not None else None
+            found.append(TableRecord(f"{db}.{name}", version, record, info))
         return found
 
     def _tables(
@@ -272,9 +278,11 @@ class KafkaSource(Source[KafkaWindow]):
         existing: Sequence[TableRecord],
         start_ts: int,
         resolved_ts: int,
-    ) -> tuple[list[TrackedTable], dict[int, RowIdentity], dict[str, Any]]:
+    ) -> tuple[list[TrackedTable], dict[int, RowIdentity], dict[str, Any], frozenset[int]]:
         """The tracked tables: from the schema folder when one is configured, else from the DDL text of the
-        topic over what is known of each table before it (`_tables_from_text`)."""
+        topic over what is known of each table before it (`_tables_from_text`). Also: how each table
+        without a clustered key is merged, and which of them hold rows without `_tidb_rowid` (a
+        snapshot's: never merged by the row ids the messages carry, in this run or a later one)."""
         if self.config.schema is not None:
             tables = self._tables_from_schema_folder(spark)
             _check_folder_covers_topic(tables, plan, self.patterns, start_ts, resolved_ts, self.config.schema)
@@ -282,24 +290,30 @@ class KafkaSource(Source[KafkaWindow]):
             schemas: dict[str, Any] = {}
         else:
             tables, schemas = self._tables_from_text(plan, existing, resolved_ts)
+        no_rowid = {t.label for t in existing if t.record is None and t.snapshot_info is not None}
+        no_rowid |= {t.label for t in existing if t.record is not None and t.label in t.record.without_rowid}
         identities = {}
+        without_rowid = set()
         for i, table in enumerate(tables):
+            labels = [f"{db}.{name}" for db, name in table.names()]
             # a row event under any of its names (a run may read none of a table renamed later in it)
             sample = next((plan.samples[n] for n in reversed(table.names()) if n in plan.samples), None)
             schema = table.versions[-1].schema or table.versions[0].schema
-            if (
-                schema is not None
-                and schema.pk_kind == "rowid"
-                and (sample is None or sample["row_id"] is None)
-            ):
+            if schema is None or schema.pk_kind != "rowid":
+                continue
+            if any(label in no_rowid for label in labels):
+                without_rowid.add(i)
                 identities[i] = identity_without_handle(schema)
-        return tables, identities, schemas
+            elif sample is None or sample["row_id"] is None:
+                identities[i] = identity_without_handle(schema)
+        return tables, identities, schemas, frozenset(without_rowid)
 
     def _tables_from_text(
         self, plan: _Plan, existing: Sequence[TableRecord], resolved_ts: int
     ) -> tuple[list[TrackedTable], dict[str, Any]]:
-        """Without a schema folder: each table from the TableInfo its last commit recorded, a CREATE TABLE in
-        the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
+        """Without a schema folder: each table from the TableInfo its last commit recorded (a Kafka run's, or
+        the snapshot's that `[source.initial]` loaded it from: exact, at the snapshot's TSO), a CREATE TABLE
+        in the topic, the upstream's SHOW CREATE TABLE (when `[upstream]` is given) or one inferred from its
         first row event; later DDL events applied from their text
         (`text_schema`). Returns the tables and, per table, the TableInfo in force at `resolved_ts`."""
         ddls = [
@@ -315,9 +329,12 @@ class KafkaSource(Source[KafkaWindow]):
         ]
         known: dict[tuple[str, str], KnownTable] = {}
         for t in existing:
+            db, name = t.label.split(".", 1)
             if t.record is not None and t.label in t.record.schemas:
-                db, name = t.label.split(".", 1)
                 known[(db, name)] = KnownTable(db, name, t.record.schemas[t.label], t.record.run_resolved_ts)
+            elif t.record is None and t.snapshot_info is not None and t.version is not None:
+                # its snapshot's (no Kafka run yet): exact, valid from the snapshot's TSO
+                known[(db, name)] = KnownTable(db, name, t.snapshot_info, t.version)
         created = created_tables(ddls)  # also those above the resolved ts: their rows wait for the CREATE
         window = [d for d in ddls if d.ts <= resolved_ts]
         renamed = rename_targets(window)
@@ -393,6 +410,7 @@ class KafkaSource(Source[KafkaWindow]):
                         tally=tasks.tally(index),
                         tasks=decode_task_count(read),
                         keys=window.identity(index).columns(version.schema),
+                        whole_rows=index in window.without_rowid,
                     )
                     if window.identity(index) is RowIdentity.WHOLE_ROW:
                         # No key: a re-sent change is told from the original by content, ts and op alone.
@@ -464,13 +482,15 @@ def typed_rows(
     tally: DecodeTally | None = None,
     tasks: int | None = None,
     keys: Sequence[str] = (),
+    whole_rows: bool = False,
 ) -> DataFrame:
     """The row events of `schema`'s table committed in (low, high], typed (`open_rows`, or `canal_kafka`
     for canal-json), with `_tidb_line` (position in the partition) for the collapse.
 
     `tasks`: the rows are typed by that many Python tasks (`sources.decode_tasks`), not one per topic
     partition; `tally` records the tasks that ran. `keys`: the table's merge key; an open-protocol task
-    types only the events no other event of its own supersedes (`open_supersede`)."""
+    types only the events no other event of its own supersedes (`open_supersede`). `whole_rows`: the
+    table's stored rows have no row id (`open_rows.rows_to_arrow`)."""
     from pyspark.sql import functions as F
 
     from backfill.sources.kvscan.row_decode import spark_ddl
@@ -505,7 +525,7 @@ def typed_rows(
                 zero_dates.add(stats.zero_dates)
             yield from typed.select(names).replace_schema_metadata(None).to_batches()
 
-    latest = LatestPerKey(keys) if keys else None
+    latest = LatestPerKey(keys) if keys and not whole_rows else None  # an update's old row counts too
 
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = list(noted(batches))
@@ -521,7 +541,9 @@ def typed_rows(
             )
             stats = DecodeStats()
             try:
-                typed = rows_to_arrow(table, schema, time_zone=time_zone, incomplete="fail", stats=stats)
+                typed = rows_to_arrow(
+                    table, schema, time_zone=time_zone, incomplete="fail", stats=stats, whole_rows=whole_rows
+                )
             except InputError as exc:
                 raise in_task(str(exc)) from None
             if stats.zero_dates:

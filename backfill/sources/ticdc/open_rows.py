@@ -238,12 +238,15 @@ def rows_to_arrow(
     time_zone: str = "UTC",
     incomplete: str = "fail",
     stats: DecodeStats | None = None,
+    whole_rows: bool = False,
 ) -> pa.Table:
     """Row events of one table (``open_protocol.EVENT_SCHEMA`` rows) -> typed rows (:func:`output_schema`).
 
     ``time_zone``: the changefeed's time zone (a name like ``Asia/Shanghai`` or ``+08:00``), in which
     TiCDC printed TIMESTAMP values. ``incomplete``: ``"fail"`` or ``"mark"`` for handle-key-only and
-    claim-check PUTs. ``stats`` counts rows and zero dates.
+    claim-check PUTs. ``stats`` counts rows and zero dates. ``whole_rows``: a table without a clustered
+    key whose stored rows have no ``_tidb_rowid`` (a snapshot's), merged by primary key or whole rows: the
+    row id is left NULL, a delete keeps every column, and an update deletes its old row (``p``) first.
     """
     if incomplete not in ("fail", "mark"):
         raise ValueError(f"incomplete must be 'fail' or 'mark', got {incomplete!r}")
@@ -258,9 +261,9 @@ def rows_to_arrow(
                 i, incomplete_message(fetch, f"{schema.schema_name or '?'}.{schema.name}", b.ts[i].as_py())
             )
     st = DecodeStats()
-    decoder = _Decoder(schema, time_zone, st, b)
+    decoder = _Decoder(schema, time_zone, st, b, whole_rows=whole_rows)
     is_put = pa.array(b.put, pa.bool_())
-    columns = decoder.columns(b.sections, is_put, key_only_for_deletes=True)
+    columns = decoder.columns(b.sections, is_put, key_only_for_deletes=not whole_rows)
     meta = _meta(b, is_put)
     main = pa.Table.from_arrays([*columns, *meta], schema=target)
     st.rows += b.n
@@ -271,13 +274,13 @@ def rows_to_arrow(
     if not moved:
         return main.replace_schema_metadata(zero_dates)
     rows = np.array(moved, dtype=np.int64)
-    keys = schema.pk_columns
-    old_sections = [  # a key column absent from p did not change (only-output-updated-columns)
+    keys = [c.name for c in schema.columns] if whole_rows else schema.pk_columns
+    old_sections = [  # a column absent from p did not change (only-output-updated-columns)
         {k: _as_col((b.old[i] or {}).get(k, b.sections[i].get(k)), b, i) for k in keys} for i in moved
     ]
     sub = _Subset(b, moved)
     key_cols = decoder.columns(
-        old_sections, pa.array([False] * len(moved)), key_only_for_deletes=True, batch=sub
+        old_sections, pa.array([False] * len(moved)), key_only_for_deletes=not whole_rows, batch=sub
     )
     sub_meta = [m.take(pa.array(rows)) for m in meta]
     sub_meta[0] = pa.array([DELETE] * len(moved), pa.string())
@@ -329,15 +332,27 @@ class _Subset:
 
 
 class _Decoder:
-    def __init__(self, schema: TableSchema, time_zone: str, stats: DecodeStats, batch: _Batch) -> None:
+    def __init__(
+        self,
+        schema: TableSchema,
+        time_zone: str,
+        stats: DecodeStats,
+        batch: _Batch,
+        *,
+        whole_rows: bool = False,
+    ) -> None:
         self.schema = schema
         self.time_zone = time_zone
         self.stats = stats
         self.batch = batch
         self.key_names = set(schema.pk_columns)
+        self.whole_rows = whole_rows
 
     def moved_keys(self, b: _Batch) -> list[int]:
-        """Rows of updates whose old values (``p``) hold different key-column values than the new ones."""
+        """Rows of updates whose old values (``p``) hold different key-column values than the new ones
+        (`whole_rows`: every update with old values, its old row deleted as a whole)."""
+        if self.whole_rows:
+            return [i for i, old in enumerate(b.old) if old is not None]
         if self.schema.pk_kind == "rowid":
             return []  # the key is the row id, which an update keeps
         names = list(self.schema.pk_columns)
@@ -377,6 +392,9 @@ class _Decoder:
         for field in self.schema.arrow_schema:
             name = field.name
             if name == ROWID_NAME and self.schema.pk_kind == "rowid":
+                if self.whole_rows:
+                    out.append(pa.nulls(len(sections), pa.int64()))
+                    continue
                 rid = b.row_id.combine_chunks() if isinstance(b.row_id, pa.ChunkedArray) else b.row_id
                 if rid.null_count:
                     bad = int(np.flatnonzero(rid.is_null().to_numpy(zero_copy_only=False))[0])
@@ -403,7 +421,7 @@ class _Decoder:
                 arr = self._column(col, cells, puts, b, absent=absent)
             except _Bad as e:
                 raise b.error(e.row, f"column {name!r}: {e.message}") from None
-            if any_delete and not is_key:
+            if any_delete and key_only_for_deletes and not is_key:
                 arr = pc.if_else(is_put, arr, pa.nulls(len(arr), arr.type))
             out.append(arr)
         return out
