@@ -68,6 +68,17 @@ def generate(data: Path, events: int, seed: int) -> Path:
     return out
 
 
+def job_config(work: Path, sim: Path, bootstrap: str, topic: str, protocol: str) -> Path:
+    """The bench's job: the topic into a warehouse in `work`, typed by the simulation's first scan's schema."""
+    schema = sim / "scans" / load_index(sim)[0]["scan_id"] / "schema"
+    conf = work / "job.toml"
+    conf.write_text(
+        f'[job]\nname = "bench"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{bootstrap}"\n'
+        f'topic = "{topic}"\nprotocol = "{protocol}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
+    )
+    return conf
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -142,12 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         floor = time.perf_counter() - started
 
-        schema = sim / "scans" / load_index(sim)[0]["scan_id"] / "schema"
-        conf = work / "job.toml"
-        conf.write_text(
-            f'[job]\nname = "bench"\n[source]\nkind = "ticdc-kafka"\n[source.kafka]\nbootstrap_servers = "{bootstrap}"\n'
-            f'topic = "{topic}"\nprotocol = "{args.protocol}"\nschema = "{schema}"\n[target]\nwarehouse = "{work / "wh"}"\n'
-        )
+        conf = job_config(work, sim, bootstrap, topic, args.protocol)
         first_job = job_id_next(spark)
         started = time.perf_counter()
         result = run_backfill(spark, load_config(conf))

@@ -194,3 +194,33 @@ def test_of_two_events_equal_in_ts_op_and_line_the_first_is_kept():
     same_line = same_line.set_column(1, "partition", pa.array([0, 1], pa.int32()))
     kept = LatestPerKey(("id",)).keep(same_line)
     assert kept.column("partition").to_pylist() == [0]
+
+
+def test_a_task_types_only_what_its_later_events_leave():
+    """`typed_open_task` (what one Spark task of the Kafka source runs): the superseded update is neither
+    typed nor counted, the kept rows carry their line, and a zero date in a kept row is counted."""
+    from backfill.changes.collapse import LINE
+    from backfill.codec import DecodeStats
+    from backfill.sources.kafka.source import typed_open_task
+
+    def row(key: int, value: int, day: str) -> dict:
+        return {**columns(key, value), "d": {"t": 10, "f": VALUE_FLAGS, "v": day}}
+
+    table = events(
+        [
+            {"ts": 10, "value": {"u": row(1, 1, "0000-00-00")}},
+            {"ts": 11, "value": {"u": row(2, 5, "2024-02-29")}},
+            {"ts": 12, "value": {"u": row(1, 2, "2024-03-01")}},
+        ]
+    )
+    schema = schema_of(row(1, 1, "2024-01-01"))
+    stats = DecodeStats()
+    typed = pa.concat_tables(typed_open_task(table, schema, "UTC", ("id",), stats))
+    assert [(r["id"], r["v"], str(r["d"]), r[LINE]) for r in typed.to_pylist()] == [
+        (2, 5, "2024-02-29", 1 << 20),
+        (1, 2, "2024-03-01", 2 << 20),
+    ]
+    assert (stats.rows, stats.zero_dates) == (2, 0)
+    stats = DecodeStats()
+    list(typed_open_task(table.slice(0, 2), schema, "UTC", ("id",), stats))
+    assert (stats.rows, stats.zero_dates) == (2, 1)

@@ -525,33 +525,20 @@ def typed_rows(
                 zero_dates.add(stats.zero_dates)
             yield from typed.select(names).replace_schema_metadata(None).to_batches()
 
-    latest = LatestPerKey(keys) if keys and not whole_rows else None  # an update's old row counts too
-
     def decode(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         task = list(noted(batches))
         if not task:
             return
-        events = pa.Table.from_batches(task)
-        if latest is not None:
-            events = latest.keep(events)
-        for batch in events.to_batches(max_chunksize=TYPED_BATCH_ROWS):
-            table = pa.Table.from_batches([batch])
-            table = table.set_column(
-                table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
-            )
-            stats = DecodeStats()
-            try:
-                typed = rows_to_arrow(
-                    table, schema, time_zone=time_zone, incomplete="fail", stats=stats, whole_rows=whole_rows
-                )
-            except InputError as exc:
-                raise in_task(str(exc)) from None
-            if stats.zero_dates:
-                zero_dates.add(stats.zero_dates)
-            line = event_line(typed.column(OFFSET), typed.column(INDEX))
-            names = [*schema.output_names, COMMIT_TS, OP]
-            out = typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
-            yield from out.to_batches()
+        stats = DecodeStats()
+        try:
+            for typed in typed_open_task(
+                pa.Table.from_batches(task), schema, time_zone, keys, stats, whole_rows=whole_rows
+            ):
+                yield from typed.to_batches()
+        except InputError as exc:
+            raise in_task(str(exc)) from None
+        if stats.zero_dates:
+            zero_dates.add(stats.zero_dates)
 
     if protocol == "canal-json":
         mine = mine.select("value", "topic", "partition", "offset")
@@ -559,6 +546,34 @@ def typed_rows(
         decode_canal if protocol == "canal-json" else decode,
         f"{spark_ddl(schema, nullable=True)}, {quote_ident(LINE)} BIGINT",
     )
+
+
+def typed_open_task(
+    events: pa.Table,
+    schema: TableSchema,
+    time_zone: str,
+    keys: Sequence[str],
+    stats: DecodeStats,
+    whole_rows: bool = False,
+) -> Iterator[pa.Table]:
+    """One task's open-protocol row events of one table, typed as `typed_rows` gives them (`rows_to_arrow`
+    per `TYPED_BATCH_ROWS`, with `_tidb_line`), the events another of the task's supersedes dropped first
+    (`open_supersede`, by `keys`); zero dates are counted in `stats`. `whole_rows`: the table's stored rows
+    have no row id (a snapshot's), so an update's old row counts too and nothing is superseded first.
+    Pure: bench/kafka_typing.py times it."""
+    if keys and not whole_rows:
+        events = LatestPerKey(keys).keep(events)
+    names = [*schema.output_names, COMMIT_TS, OP]
+    for batch in events.to_batches(max_chunksize=TYPED_BATCH_ROWS):
+        table = pa.Table.from_batches([batch])
+        table = table.set_column(
+            table.schema.get_field_index("ts"), "ts", table.column("ts").cast(pa.uint64())
+        )
+        typed = rows_to_arrow(
+            table, schema, time_zone=time_zone, incomplete="fail", stats=stats, whole_rows=whole_rows
+        )
+        line = event_line(typed.column(OFFSET), typed.column(INDEX))
+        yield typed.select(names).append_column(LINE, line).replace_schema_metadata(None)
 
 
 def _survey(events: DataFrame | None, sent: Mapping[broker.TopicPartition, tuple[int, int]]) -> _Plan:
