@@ -352,8 +352,10 @@ class _Changefeed:
                     [(r[6], None if drop_old and r[6] is not None else r[7]) for r in rows]
                 )
                 keys = [self._key(r) for r in rows]
+            if feed.compression != "none":
+                values = [compress(feed.compression, v) for v in values]
             for i, key, value in zip(at, keys, values, strict=True):
-                out[i] = (out[i][0], key, compress(feed.compression, value))  # type: ignore[index]
+                out[i] = (out[i][0], key, value)  # type: ignore[index]
         return out
 
     def _key(self, rec: tuple[Any, ...]) -> bytes:

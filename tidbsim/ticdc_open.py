@@ -316,7 +316,8 @@ class RowValueEncoder:
     ) -> list[bytes]:
         """:meth:`value` of many changes ``(new, old)``, each column's values written at once (the
         publisher's hot path: a column's texts are one list comprehension or one Arrow cast, not a Python
-        call per value); the same bytes, and the same reuse of a key's last text for an update's old row."""
+        call per value); the same bytes, and the same reuse of a key's last text for an update's old row
+        (the rows are kept for that, not copied: they must not change afterwards)."""
         rows: list[Mapping[str, Any]] = []  # the sections to write
         touched: list[Any] = []
 
@@ -329,7 +330,7 @@ class RowValueEncoder:
             if last is not None and last[0] == row:
                 return last[1]  # a text, or a slot of this batch
             rows.append(row)
-            self.last[key] = (dict(row), len(rows) - 1)  # type: ignore[assignment]  # the text below
+            self.last[key] = (row, len(rows) - 1)  # type: ignore[assignment]  # the text below
             touched.append(key)
             return len(rows) - 1
 
