@@ -26,7 +26,6 @@ from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from tidbsim.storage_schema import type_to_str
 from tidbsim.ticdc_open import (
     Float32,
-    _zone,
     go_floats,
     go_string,
     go_strings,
@@ -357,7 +356,7 @@ def _canal_batch_formatter(
     if kind == K.DATE:
         return lambda values: ['"' + v.isoformat() + '"' for v in values]
     if kind in (K.DATETIME, K.TIMESTAMP):
-        zone = _zone(time_zone) if kind == K.TIMESTAMP else None
+        zone = time_zone if kind == K.TIMESTAMP else None
         return lambda values: ['"' + t + '"' for t in time_texts(values, col.fsp, zone)]
     if kind in (K.JSON, K.TIME, K.DECIMAL_STR):
         return lambda values: go_strings(list(map(str, values)))

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.sources.ticdc import go_quote
@@ -474,12 +475,28 @@ def arrow_texts(texts: pa.StringArray) -> list[str]:
     return [raw[a:b].decode() for a, b in itertools.pairwise(offsets.tolist())]
 
 
-def time_texts(values: list[dt.datetime], fsp: int, zone: dt.tzinfo | None = None) -> list[str]:
-    """:func:`time_text` of many datetimes (in ``zone`` first, when given): ``isoformat`` cut to ``fsp``,
-    which is ``strftime``'s text for years from 1000 on (the others one by one)."""
-    if zone is not None:  # the offset isoformat writes is cut off below
+def time_texts(values: list[dt.datetime], fsp: int, time_zone: str | None = None) -> list[str]:
+    """:func:`time_text` of many datetimes (TIMESTAMP values, aware, in ``time_zone`` first): Arrow's text
+    of them cut to ``fsp``, which is ``strftime``'s when every year is from 1000 on; else ``isoformat``
+    (the same), or :func:`time_text` for earlier years."""
+    width = 20 + fsp if fsp > 0 else 19
+    try:
+        if time_zone is None:
+            stamps = pa.array(values, pa.timestamp("us"))
+        elif all(v.tzinfo is not None for v in values):
+            arrow_zone = "UTC" if time_zone.upper() in ("UTC", "Z") else time_zone
+            stamps = pa.array(values, pa.timestamp("us", tz=arrow_zone))
+        else:
+            stamps = None
+        low = pc.min(stamps).as_py() if stamps is not None else None
+        if low is not None and low.year > 1000:  # local time in a zone stays in years from 1000 on
+            return [t[:width] for t in arrow_texts(stamps.cast(pa.string()))]
+    except (pa.ArrowException, ValueError):  # a zone Arrow does not know: Python's
+        pass
+    if time_zone is not None:  # the offset isoformat writes is cut off below
+        zone = _zone(time_zone)
         values = [v.astimezone(zone) for v in values]
-    spec, width = ("microseconds", 20 + fsp) if fsp > 0 else ("seconds", 19)
+    spec = "microseconds" if fsp > 0 else "seconds"
     return [v.isoformat(" ", spec)[:width] if v.year >= 1000 else time_text(v, fsp) for v in values]
 
 
@@ -513,7 +530,7 @@ def _batch_value_writer(
     if kind == K.DATE:
         return lambda values: ['"' + v.isoformat() + '"' for v in values]
     if kind in (K.DATETIME, K.TIMESTAMP):
-        zone = _zone(time_zone) if kind == K.TIMESTAMP else None
+        zone = time_zone if kind == K.TIMESTAMP else None
         return lambda values: ['"' + t + '"' for t in time_texts(values, col.fsp, zone)]
     if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
         return lambda values: go_strings(list(map(str, values)))

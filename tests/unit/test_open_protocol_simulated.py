@@ -4,6 +4,7 @@ must arrive at the simulator's expected state."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -334,15 +335,25 @@ def _go_string_char_by_char(s: str) -> str:
 
 
 def test_the_batch_writers_write_the_one_value_writers_text():
-    """Strings, binary strings and floats written many at a time (`go_strings`, `go_quotes`,
-    `go_floats`) as one at a time, over values that take every escape and both float forms."""
+    """Strings, binary strings, floats and times written many at a time (`go_strings`, `go_quotes`,
+    `go_floats`, `time_texts`) as one at a time, over values that take every escape, both float forms,
+    fractional seconds, time zones and a year before 1000."""
     import random
 
     import numpy as np
 
     from backfill.sources.ticdc import go_quote
     from tidbsim.storage_codec import go_fmt_f
-    from tidbsim.ticdc_open import go_float, go_floats, go_quotes, go_string, go_strings
+    from tidbsim.ticdc_open import (
+        _zone,
+        go_float,
+        go_floats,
+        go_quotes,
+        go_string,
+        go_strings,
+        time_text,
+        time_texts,
+    )
 
     rng = random.Random(7)
     chars = list('a "\\\n\r\t\b\f\x00\x1f\x7f<>&\u2028\u2029é中😀')
@@ -361,6 +372,17 @@ def test_the_batch_writers_write_the_one_value_writers_text():
         values = [float(np.float32(f)) if bits == 32 else f for f in floats]
         assert go_floats(values, bits) == [go_float(f, bits) for f in values]
         assert go_floats(values, bits, exponent=False) == [go_fmt_f(f, bits) for f in values]
+    start = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(seconds=rng.randint(0, 10**9), microseconds=rng.randint(0, 10**6 - 1))]
+    stamps += [start + dt.timedelta(seconds=rng.randint(0, 10**9)) for _ in range(500)]
+    for fsp in (0, 3, 6):
+        naive = [s.replace(tzinfo=None) for s in stamps]
+        assert time_texts(naive, fsp) == [time_text(t, fsp) for t in naive]
+        early = [*naive, dt.datetime(999, 12, 31, 23, 59, 59)]  # strftime's year is not padded
+        assert time_texts(early, fsp) == [time_text(t, fsp) for t in early]
+        for zone in ("UTC", "Asia/Shanghai", "-05:30"):
+            local = [t.astimezone(_zone(zone)).replace(tzinfo=None) for t in stamps]
+            assert time_texts(stamps, fsp, zone) == [time_text(t, fsp) for t in local]
 
 
 @pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
