@@ -478,18 +478,18 @@ def arrow_texts(texts: pa.StringArray) -> list[str]:
 def time_texts(values: list[dt.datetime], fsp: int, time_zone: str | None = None) -> list[str]:
     """:func:`time_text` of many datetimes (TIMESTAMP values, aware, in ``time_zone`` first): Arrow's text
     of them cut to ``fsp``, which is ``strftime``'s when every year is from 1000 on; else ``isoformat``
-    (the same), or :func:`time_text` for earlier years."""
+    (the same), or :func:`time_text` for earlier years (and zones Arrow does not know, as ``+08:00``)."""
     width = 20 + fsp if fsp > 0 else 19
     try:
         if time_zone is None:
             stamps = pa.array(values, pa.timestamp("us"))
         elif all(v.tzinfo is not None for v in values):
             arrow_zone = "UTC" if time_zone.upper() in ("UTC", "Z") else time_zone
-            stamps = pa.array(values, pa.timestamp("us", tz=arrow_zone))
+            stamps = pc.local_timestamp(pa.array(values, pa.timestamp("us", tz=arrow_zone)))  # naive
         else:
             stamps = None
         low = pc.min(stamps).as_py() if stamps is not None else None
-        if low is not None and low.year > 1000:  # local time in a zone stays in years from 1000 on
+        if low is not None and low.year >= 1000:
             return [t[:width] for t in arrow_texts(stamps.cast(pa.string()))]
     except (pa.ArrowException, ValueError):  # a zone Arrow does not know: Python's
         pass
