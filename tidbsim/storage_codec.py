@@ -26,6 +26,7 @@ from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from tidbsim.storage_schema import type_to_str
 from tidbsim.ticdc_open import (
     Float32,
+    column_values,
     go_floats,
     go_string,
     go_strings,
@@ -427,8 +428,8 @@ class CanalJsonEncoder:
                 rows.append(old)
             rows.append(new if new is not None else old)  # type: ignore[arg-type]
         columns = [
-            write([row.get(name) for row in rows])
-            for name, write in zip(self.names, self.batch_formats, strict=True)
+            write(values)
+            for values, write in zip(column_values(rows, self.names), self.batch_formats, strict=True)
         ]
         sections = iter(map(self.values_template.format, *columns))
         promoted = [c for c, p in zip(self.columns, self.promoted, strict=True) if p]
