@@ -258,6 +258,11 @@ def row_value_json(
     return go_json(doc)
 
 
+REMEMBERED_ROWS = 1 << 17
+"""Rows per table whose text :meth:`RowValueEncoder.values` keeps for the key's next update (then it
+starts over: memory stays bounded at millions of keys, the bytes are the same)."""
+
+
 class RowValueEncoder:
     """:func:`row_value_json` for one table schema, fast: each column's ``"name":{"t":..,"h":..,"f":..,"v":``
     text and value writer are built once, so a row is a join of strings (the publisher's hot path; tests
@@ -322,6 +327,8 @@ class RowValueEncoder:
         (the rows are kept for that, not copied: they must not change afterwards)."""
         rows: list[Mapping[str, Any]] = []  # the sections to write
         touched: list[Any] = []
+        if len(self.last) > REMEMBERED_ROWS:
+            self.last.clear()
 
         def slot(row: Mapping[str, Any]) -> int | str:
             if self.keys is None:
@@ -341,14 +348,16 @@ class RowValueEncoder:
             if new is None:
                 assert old is not None
                 plan.append((slot(old), None))
+                if self.keys is not None:  # the key's next change is an insert: nothing to reuse
+                    self.last.pop(tuple(map(old.get, self.keys)), None)
             else:
                 keep_old = old is not None and self.output_old_value
                 plan.append((slot(new), slot(old) if keep_old else None))  # type: ignore[arg-type]
         texts = self._sections(rows)
         for key in touched:
-            row, at = self.last[key]
-            if isinstance(at, int):
-                self.last[key] = (row, texts[at])
+            entry = self.last.get(key)
+            if entry is not None and isinstance(entry[1], int):
+                self.last[key] = (entry[0], texts[entry[1]])
         out = []
         for (first, second), (new, _) in zip(plan, changes, strict=True):
             a = texts[first] if isinstance(first, int) else first

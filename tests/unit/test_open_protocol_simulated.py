@@ -301,12 +301,17 @@ def _changes_per_version(out: Path) -> list[tuple[TableSchema, str, list[tuple]]
 @pytest.mark.parametrize(
     ("flavor", "time_zone", "old_values"), [("tiflow", "UTC", True), ("ticdc", "Asia/Shanghai", False)]
 )
-def test_the_publishers_batches_write_the_one_row_encoders_bytes(sim, flavor, time_zone, old_values):
+def test_the_publishers_batches_write_the_one_row_encoders_bytes(
+    sim, flavor, time_zone, old_values, monkeypatch
+):
     """Values written column by column over a batch (`RowValueEncoder.values`, `CanalJsonEncoder.lines`:
     the publisher's) are the bytes of the reference encoders row by row, for batches of every size
-    (one row, a few, all of a table version's)."""
+    (one row, a few, all of a table version's), with the rows remembered for updates cleared often."""
+    from tidbsim import ticdc_open
     from tidbsim.storage_codec import CanalJsonEncoder
     from tidbsim.ticdc_open import RowValueEncoder, row_value_json
+
+    monkeypatch.setattr(ticdc_open, "REMEMBERED_ROWS", 5)
 
     checked = 0
     for schema, db, changes in _changes_per_version(sim):
