@@ -393,8 +393,9 @@ def test_the_batch_writers_write_the_one_value_writers_text():
 @pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
 def test_processes_publishing_their_partitions_send_what_one_process_sends(sim, protocol):
     """`changefeed_messages(..., partitions)` (each of `publish_changefeed`'s processes): every
-    partition's messages, in order, exactly as when one process writes them all."""
-    from tidbsim.kafka import changefeed_messages
+    partition's messages, in order, exactly as when one process writes them all; `partition_shares`
+    gives every partition to one process."""
+    from tidbsim.kafka import changefeed_messages, partition_shares
 
     feed = Changefeed(
         dispatcher="index-value",
@@ -415,6 +416,10 @@ def test_processes_publishing_their_partitions_send_what_one_process_sends(sim, 
         assert shares == whole
         rows = sum(m.row_events for ms in shares.values() for m in ms)
         assert rows == sum(m.row_events for ms in whole.values() for m in ms) > 100
+    split = partition_shares(sim, feed, 2)
+    assert sorted(p for share in split for p in share) == list(range(feed.partitions)) and len(split) == 2
+    by_table = Changefeed(dispatcher="table", partitions=4)
+    assert len(partition_shares(sim, by_table, 8)) == 4  # no process without a partition
 
 
 @pytest.mark.parametrize(
