@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import itertools
 import math
 import operator
@@ -203,7 +204,7 @@ def key_json(
     if type_ == 3:
         return b'{"ts":' + str(ts).encode() + b',"t":3}'
     if flavor == "tiflow" and schema_name and table and not handle_only and not claim_check:  # a row's key
-        text = '{"ts":' + str(ts) + ',"scm":' + go_string(schema_name) + ',"tbl":' + go_string(table)
+        text = '{"ts":' + str(ts) + _row_key_names(schema_name, table)
         text += (',"rid":' + str(row_id) if row_id else "") + (
             ',"ptn":' + str(physical_id) if physical_id is not None else ""
         )
@@ -233,6 +234,12 @@ def key_json(
         if physical_id is not None:
             doc["ptn"] = physical_id
     return go_json(doc)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_key_names(schema_name: str, table: str) -> str:
+    """A row key's ``,"scm":..,"tbl":..`` (once per table: every row event's key has it)."""
+    return ',"scm":' + go_string(schema_name) + ',"tbl":' + go_string(table)
 
 
 def row_value_json(
@@ -535,7 +542,7 @@ def _batch_value_writer(
             go_strings(values) if all(type(v) is str for v in values) else list(map(write, values))
         )
     if col.tp in STRING_CODES and kind == K.BINARY and flag & FLAG_BINARY:
-        return lambda values: go_strings(go_quotes(values))
+        return lambda values: list(map(_quoted_json, go_quotes(values)))
     if col.tp in STRING_CODES:
         return lambda values: list(map(write, values))
     if col.tp in BLOB_CODES:
@@ -581,6 +588,14 @@ def go_quotes(values: list[Any]) -> list[str]:
         text = raw.decode("utf-8", "backslashreplace")
         out.append(text if text.isprintable() else go_quote.quote(data))
     return out
+
+
+def _quoted_json(quoted: str) -> str:
+    """:func:`go_string` of a ``go_quote.quote`` text, which holds no control or line-separator runes."""
+    text = quoted.replace("\\", "\\\\").replace('"', '\\"')
+    if "<" in text or ">" in text or "&" in text:
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return '"' + text + '"'
 
 
 def memoized(write: Callable[[Any], str]) -> Callable[[list[Any]], list[str]]:
