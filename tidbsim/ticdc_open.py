@@ -637,31 +637,22 @@ _ESC["\u2029"] = "\\u2029"
 _NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
 
 
-_GO_LONG_ESCAPE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
-"""Control characters other than \\n, \\r, \\t: Go writes ``\\b`` and ``\\f`` as ``\\u00XX``, ``json.dumps`` does not."""
+_GO_SHORT_ONLY_IN_JSON = re.compile("[\b\f]")
+"""What Go writes as ``\\u0008``/``\\u000c`` and Python's json as ``\\b``/``\\f`` (its other escapes are Go's)."""
 _HTML = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_GO_ESCAPES = str.maketrans({**{chr(c): f"\\u{c:04x}" for c in range(0x20)}, **_ESC})
 
 
 def go_string(s: str) -> str:
     if _NEEDS_ESCAPE.search(s) is None:
         return '"' + s + '"'
-    if _GO_LONG_ESCAPE.search(s) is None:  # json's escapes of '"', '\\', \n, \r, \t are Go's
-        text: str = encode_basestring(s)
+    if _GO_SHORT_ONLY_IN_JSON.search(s) is None:
+        text: str = encode_basestring(s)  # C
         for ch, escaped in _HTML:
             if ch in text:
                 text = text.replace(ch, escaped)
         return text
-    out = ['"']
-    for ch in s:
-        e = _ESC.get(ch)
-        if e is not None:
-            out.append(e)
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    return '"' + s.translate(_GO_ESCAPES) + '"'
 
 
 def go_float(f: float, bits: int = 64) -> str:
