@@ -423,24 +423,31 @@ class CanalJsonEncoder:
         """:meth:`line` of many changes ``(commit_ts, new, old)``, each column's values written at once
         (the Kafka publisher's hot path); the same bytes."""
         rows: list[Mapping[str, Any]] = []
+        data_at = []  # each change's row in ``rows``
         for _, new, old in changes:
             if new is not None and old is not None:
                 rows.append(old)
+            data_at.append(len(rows))
             rows.append(new if new is not None else old)  # type: ignore[arg-type]
-        columns = [
-            write(values)
-            for values, write in zip(column_values(rows, self.names), self.batch_formats, strict=True)
-        ]
+        values = column_values(rows, self.names)
+        columns = [write(v) for v, write in zip(values, self.batch_formats, strict=True)]
         sections = iter(map(self.values_template.format, *columns))
-        promoted = [c for c, p in zip(self.columns, self.promoted, strict=True) if p]
-        types_of: dict[tuple[int, ...], str] = {}  # the sqlType text per promoted columns' java types
+        over = [  # per promoted column, per change: is its value past the signed type's range
+            [flags[i] for i in data_at]
+            for flags in (
+                [v is not None and int(v) > _PROMOTE[c.tp][0] for v in column]
+                for column, c, p in zip(values, self.columns, self.promoted, strict=True)
+                if p
+            )
+        ]
+        promotions = list(zip(*over, strict=True)) if over else [()] * len(changes)
+        types_of: dict[tuple[bool, ...], str] = {}  # the sqlType text per promotion
         ts_part = '","es":'
         out = []
-        for commit_ts, new, old in changes:
+        for (commit_ts, new, old), promotion in zip(changes, promotions, strict=True):
             row = new if new is not None else old
             assert row is not None
             kind = "DELETE" if new is None else ("INSERT" if old is None else "UPDATE")
-            promotion = tuple(java_sql_type(c, row.get(c.name)) for c in promoted)
             types = types_of.get(promotion)
             if types is None:
                 sql_types = [

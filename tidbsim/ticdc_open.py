@@ -457,8 +457,11 @@ def with_nulls(write: Callable[[list[Any]], list[str]]) -> Callable[[list[Any]],
         present = [v for v in values if v is not None]
         if len(present) == len(values):
             return write(values)
-        texts = iter(write(present))
-        return ["null" if v is None else next(texts) for v in values]
+        out = np.full(len(values), "null", dtype=object)
+        if present:  # the texts as objects: numpy would make a list of str a fixed-width array first
+            at = np.flatnonzero(np.fromiter((v is not None for v in values), bool, len(values)))
+            out[at] = np.array(write(present), dtype=object)
+        return out.tolist()
 
     return run
 
