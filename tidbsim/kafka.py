@@ -435,7 +435,8 @@ def _changefeed_messages(
             if ts <= start_ts:
                 continue
             if ts > last_ts:  # every change at or below last_ts has been sent
-                yield from resolved_below(ts)
+                if marks and marks[0] < ts:
+                    yield from resolved_below(ts)
                 if run.rows_since >= feed.resolved_every and last_ts <= final:
                     yield from run.resolved(last_ts)
                 last_ts = ts
