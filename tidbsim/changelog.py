@@ -4,7 +4,8 @@ TiCDC mounts each committed key change with the schema valid at ``commit_ts - 1`
 the transaction commits) and emits it with the row before it (old value) and after it; DDLs come at
 their finished ts. ``World.changes`` records exactly that while the simulation runs, when
 ``SimulationConfig.ticdc_changelog`` asks for it; :mod:`tidbsim.kafka` turns the log into the
-messages a changefeed publishes. Records (pickled, one after another):
+messages a changefeed publishes. Records (pickled in lists of up to ``RECORDS_PER_PICKLE``, one list after
+another; a log of single pickled records reads too):
 
 - ``("schema", key, db, table_info)``: a table version, written before the first row that uses it;
 - ``("row", commit_ts, db, table, key, physical_id, new, old)``: ``new``/``old`` map column names to
@@ -46,6 +47,9 @@ class RowHistory(Protocol):
 
 
 CHANGELOG_PATH = Path("ticdc") / "changes.pkl"
+RECORDS_PER_PICKLE = 256
+"""Records per pickle: one ``pickle.load`` of many records costs a third of as many loads of one (and their
+column names are pickled once), and a list this short keeps the memo small."""
 
 
 class ChangeLog:
@@ -54,14 +58,22 @@ class ChangeLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._f: BinaryIO | None = path.open("wb")
         self._schemas: set[tuple[int, int]] = set()
+        self._pending: list[tuple[Any, ...]] = []
         self.count = 0
 
     def _add(self, record: tuple[Any, ...]) -> None:
-        # One pickle per record: a memo shared across records breaks once it is cleared (protocol 4+
-        # memoizes by position, and the reader's memo would not be cleared with it).
-        assert self._f is not None
-        self._f.write(pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+        self._pending.append(record)
         self.count += 1
+        if len(self._pending) >= RECORDS_PER_PICKLE:
+            self._write()
+
+    def _write(self) -> None:
+        # One pickle per list, each with its own memo: a memo shared across pickles breaks once it is
+        # cleared (protocol 4+ memoizes by position, and the reader's memo would not be cleared with it).
+        assert self._f is not None
+        if self._pending:
+            self._f.write(pickle.dumps(self._pending, protocol=pickle.HIGHEST_PROTOCOL))
+            self._pending = []
 
     def row(
         self,
@@ -105,14 +117,23 @@ class ChangeLog:
 
     def close(self) -> None:
         if self._f is not None:
+            self._write()
             self._f.close()
             self._f = None
 
 
 def read_changelog(path: Path) -> Iterator[tuple[Any, ...]]:
+    """Every record, in order."""
+    for chunk in read_changelog_chunks(path):
+        yield from chunk
+
+
+def read_changelog_chunks(path: Path) -> Iterator[list[tuple[Any, ...]]]:
+    """The records in the lists they were written in (a record alone: a list of one)."""
     with path.open("rb") as f:
         while True:
             try:
-                yield pickle.load(f)
+                loaded = pickle.load(f)
             except EOFError:
                 return
+            yield loaded if isinstance(loaded, list) else [loaded]

@@ -31,18 +31,19 @@ Memory stays bounded: the pending batches and the rows since the last resolved e
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backfill.codec.schema import TableSchema
 from backfill.sources.ticdc.compression import check_codec, compress
 from backfill.sources.ticdc.open_protocol import RESOLVED, frame
-from tidbsim.changelog import CHANGELOG_PATH, read_changelog
+from tidbsim.changelog import CHANGELOG_PATH, read_changelog, read_changelog_chunks
 from tidbsim.dispatch import Dispatcher
 from tidbsim.storage_codec import CanalJsonEncoder
 from tidbsim.ticdc_open import (
@@ -56,6 +57,8 @@ from tidbsim.ticdc_open import (
 from tidelake.conventions import ROWID
 
 MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
+RECORDS_PER_BATCH = 4096
+"""Change-log records whose row values are written together (per table version, column by column)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class KafkaMessage:
     partition: int
     key: bytes
     value: bytes
+    row_events: int = field(default=0, compare=False)  # what it carries (a bench counts them)
 
 
 class _Producer:
@@ -110,16 +114,19 @@ class _Producer:
         self.pending: list[list[tuple[bytes, bytes]]] = [[] for _ in range(feed.partitions)]
         self.sizes = [0] * feed.partitions
 
-    def add(self, partition: int, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
+    def add(self, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
+        """Add a row event to its partition's batch; the batch it closes, if any."""
         batch = self.pending[partition]
         size = len(key) + len(value) + 16
+        full = None
         if batch and (
             len(batch) >= self.feed.max_batch_size
             or self.sizes[partition] + size + 8 + MAX_RECORD_OVERHEAD > self.feed.max_message_bytes
         ):
-            yield self._flush_one(partition)
+            full = self._flush_one(partition)
         self.pending[partition].append((key, value))
         self.sizes[partition] += size
+        return full
 
     def _flush_one(self, partition: int) -> KafkaMessage:
         batch = self.pending[partition]
@@ -130,6 +137,7 @@ class _Producer:
             partition,
             frame([k for k, _ in batch], version=True),
             frame([v for _, v in batch], version=False),
+            len(batch),
         )
 
     def flush(self) -> Iterator[KafkaMessage]:
@@ -148,8 +156,8 @@ class _Producer:
 class _CanalProducer(_Producer):
     """canal-json: every message alone, no framing."""
 
-    def add(self, partition: int, key: bytes, value: bytes) -> Iterator[KafkaMessage]:
-        yield KafkaMessage(self.feed.topic, partition, key, value)
+    def add(self, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
+        return KafkaMessage(self.feed.topic, partition, key, value, 1)
 
     def broadcast(
         self, key: bytes, value: bytes, partitions: Iterable[int] | None = None
@@ -216,14 +224,16 @@ class _Changefeed:
     """One changefeed's run over a changelog: what it has sent, to send again when its producer or
     itself restarts (the module docstring says when)."""
 
-    def __init__(self, feed: Changefeed, start_ts: int) -> None:
+    def __init__(self, feed: Changefeed, start_ts: int, partitions: Collection[int] | None = None) -> None:
         self.feed = feed
+        self.partitions = None if partitions is None else frozenset(partitions)
         self.rng = random.Random(feed.seed)
         self.dispatcher = Dispatcher(feed.dispatcher, feed.columns, feed.flavor)
         self.canal = feed.protocol == "canal-json"
         self.producer = _CanalProducer(feed) if self.canal else _Producer(feed)
         self.schemas: dict[Any, TableSchema] = {}
         self.encoders: dict[Any, CanalJsonEncoder | RowValueEncoder] = {}
+        self.table_partitions: dict[tuple[str, str], int] = {}  # rules that hash the table name only
         self.since_resolved: list[tuple[int, bytes, bytes]] = []
         # every change since the resolved point two before the last: (ts, partitions or None for a row, key, value)
         self.history: list[tuple[int, tuple[int, ...] | int, bytes, bytes]] = []
@@ -268,7 +278,8 @@ class _Changefeed:
             self.restarts_left -= 1
             yield from self.producer.flush()
             for p, k, v in self.since_resolved:  # the restarted producer sends them again
-                yield from self.producer.add(p, k, v)
+                if (full := self.producer.add(p, k, v)) is not None:
+                    yield full
 
     def _late_restart(self, ts: int, older: int, reached: list[int] | None) -> Iterator[KafkaMessage]:
         """Restarted from the checkpoint it persisted (``older``), older than what it had sent."""
@@ -276,7 +287,8 @@ class _Changefeed:
         yield from self.producer.flush()
         for _, where, k, v in self.history:
             if isinstance(where, int):
-                yield from self.producer.add(where, k, v)
+                if (full := self.producer.add(where, k, v)) is not None:
+                    yield full
             else:
                 yield from self.producer.broadcast(k, v, where)
         yield from self.producer.flush()
@@ -302,31 +314,77 @@ class _Changefeed:
         self.history.append((fts, to, key, value))
         self.since_resolved.clear()
 
-    def row(self, rec: tuple[Any, ...]) -> Iterator[KafkaMessage]:
+    def encode(
+        self, records: Sequence[tuple[Any, ...]], start_ts: int
+    ) -> list[tuple[int, bytes, bytes] | None]:
+        """Partition, key and value of each row record after ``start_ts`` (None for the other records),
+        the values of a table version's rows written together (``RowValueEncoder.values``,
+        ``CanalJsonEncoder.lines``); schema records are taken in on the way."""
+        out: list[tuple[int, bytes, bytes] | None] = [None] * len(records)
+        groups: dict[int, tuple[CanalJsonEncoder | RowValueEncoder, list[int]]] = {}
+        for i, rec in enumerate(records):
+            if rec[0] == "schema":
+                self.schema(rec[1], rec[2], rec[3])
+            elif rec[0] == "row" and rec[1] > start_ts:
+                skey = rec[4]
+                encoder = self.encoders.get(skey)
+                if encoder is None:
+                    encoder = self.encoders[skey] = _new_encoder(self.feed, self.schemas[skey], rec[2])
+                groups.setdefault(id(encoder), (encoder, []))[1].append(i)
+        feed, mine = self.feed, self.partitions
+        for encoder, rows_at in groups.values():
+            at = []
+            for i in rows_at:
+                r = records[i]
+                partition = self._partition(
+                    self.schemas[r[4]], r[2], r[3], r[1], r[6] if r[6] is not None else r[7]
+                )
+                if mine is None or partition in mine:
+                    at.append(i)
+                out[i] = (partition, b"", b"")  # another process publishes it: what it holds is not sent
+            rows = [records[i] for i in at]
+            if isinstance(encoder, CanalJsonEncoder):
+                values = encoder.lines([(r[1], r[6], r[7]) for r in rows], build_ms=0)
+                keys = [b""] * len(rows)
+            else:
+                drop_old = not feed.output_old_value
+                values = encoder.values(
+                    [(r[6], None if drop_old and r[6] is not None else r[7]) for r in rows]
+                )
+                keys = [self._key(r) for r in rows]
+            if feed.compression != "none":
+                values = [compress(feed.compression, v) for v in values]
+            for i, key, value in zip(at, keys, values, strict=True):
+                out[i] = (out[i][0], key, value)  # type: ignore[index]
+        return out
+
+    def _key(self, rec: tuple[Any, ...]) -> bytes:
+        """An open-protocol row event's key."""
         _, cts, db, table, skey, ptn, new, old = rec
-        feed = self.feed
         schema = self.schemas[skey]
-        if not feed.output_old_value and new is not None and not self.canal:  # canal-json always has them
-            old = None
         row = new if new is not None else old
-        encoder = self.encoders.get(skey)
-        if encoder is None:
-            encoder = self.encoders[skey] = _new_encoder(feed, schema, db)
-        if isinstance(encoder, CanalJsonEncoder):
-            key, value = b"", compress(feed.compression, encoder.line(cts, new, old, build_ms=0))
-        else:
-            rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
-            if schema.pk_kind == "int":
-                rowid = row[schema.pk_columns[0]]
-            key = key_json(cts, db, table, flavor=feed.flavor, row_id=rowid, physical_id=ptn)
-            value = compress(feed.compression, encoder.value(new=new, old=old))
-        partition = self._partition(schema, db, table, cts, row)
+        rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
+        if schema.pk_kind == "int":
+            rowid = row[schema.pk_columns[0]]
+        return key_json(cts, db, table, flavor=self.feed.flavor, row_id=rowid, physical_id=ptn)
+
+    def row(self, cts: int, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
+        """Send a row event (:meth:`encode` wrote it); the batch it closes, if any."""
         self.since_resolved.append((partition, key, value))
         self.history.append((cts, partition, key, value))
         self.rows_since += 1
-        yield from self.producer.add(partition, key, value)
+        return self.producer.add(partition, key, value)
 
     def _partition(self, schema: TableSchema, db: str, table: str, cts: int, row: dict[str, Any]) -> int:
+        rule = self.dispatcher.rule
+        if rule == "ts":
+            return cts % self.feed.partitions
+        if rule in ("default", "table"):  # the table's name only: once per table
+            known = self.table_partitions.get((db, table))
+            if known is None:
+                known = self.dispatcher.partition(self.feed.partitions, db, table, cts, {}, ())
+                self.table_partitions[(db, table)] = known
+            return known
         handle = handle_columns(schema)
         names = set(handle) | set(self.feed.columns)
         values = {
@@ -337,8 +395,21 @@ class _Changefeed:
         return self.dispatcher.partition(self.feed.partitions, db, table, cts, values, handle)
 
 
-def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMessage]:
-    """Every message the changefeed publishes for the simulation under ``out``, streamed."""
+def changefeed_messages(
+    out: str | Path, feed: Changefeed, partitions: Collection[int] | None = None
+) -> Iterator[KafkaMessage]:
+    """Every message the changefeed publishes for the simulation under ``out``, streamed; with
+    ``partitions``, only those to these partitions (the row values of the others are not written: each of
+    several processes publishes its own partitions, :func:`publish_changefeed`)."""
+    if partitions is None:
+        yield from _changefeed_messages(out, feed, None)
+    else:
+        yield from (m for m in _changefeed_messages(out, feed, partitions) if m.partition in partitions)
+
+
+def _changefeed_messages(
+    out: str | Path, feed: Changefeed, partitions: Collection[int] | None
+) -> Iterator[KafkaMessage]:
     out = Path(out)
     scans = _index(out)
     if not scans:
@@ -346,7 +417,7 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
     start_ts = _start_ts(feed, scans)
     marks = sorted({s["resolved_ts"] for s in scans if s["resolved_ts"] >= start_ts})
     final = marks[-1]
-    run = _Changefeed(feed, start_ts)
+    run = _Changefeed(feed, start_ts, partitions)
     last_ts = start_ts
 
     def resolved_below(ts: int) -> Iterator[KafkaMessage]:
@@ -356,21 +427,111 @@ def changefeed_messages(out: str | Path, feed: Changefeed) -> Iterator[KafkaMess
             if mark >= last_ts:
                 yield from run.resolved(mark)
 
-    for rec in read_changelog(out / CHANGELOG_PATH):
-        if rec[0] == "schema":
-            run.schema(rec[1], rec[2], rec[3])
-            continue
-        ts = rec[1]
-        if ts <= start_ts:
-            continue
-        if ts > last_ts:  # every change at or below last_ts has been sent
-            yield from resolved_below(ts)
-            if run.rows_since >= feed.resolved_every and last_ts <= final:
-                yield from run.resolved(last_ts)
-            last_ts = ts
-        yield from run.ddl(rec) if rec[0] == "ddl" else run.row(rec)
+    for records in _batches(read_changelog_chunks(out / CHANGELOG_PATH), RECORDS_PER_BATCH):
+        for rec, encoded in zip(records, run.encode(records, start_ts), strict=True):
+            if rec[0] == "schema":
+                continue
+            ts = rec[1]
+            if ts <= start_ts:
+                continue
+            if ts > last_ts:  # every change at or below last_ts has been sent
+                if marks and marks[0] < ts:
+                    yield from resolved_below(ts)
+                if run.rows_since >= feed.resolved_every and last_ts <= final:
+                    yield from run.resolved(last_ts)
+                last_ts = ts
+            if encoded is None:
+                yield from run.ddl(rec)
+            elif (full := run.row(ts, *encoded)) is not None:
+                yield full
     yield from resolved_below(final + 1)  # every scan's resolved point left
     yield from run.producer.flush()
+
+
+def _batches(chunks: Iterable[list[tuple[Any, ...]]], size: int) -> Iterator[list[tuple[Any, ...]]]:
+    """The change log's records in lists of about ``size`` (whole chunks as they were read)."""
+    batch: list[tuple[Any, ...]] = []
+    for chunk in chunks:
+        batch += chunk
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def publish_changefeed(
+    out: str | Path, feed: Changefeed, bootstrap: str, *, processes: int = 1, timeout_s: float = 60.0
+) -> tuple[dict[tuple[str, int], int], int]:
+    """:func:`publish` the changefeed's messages for the simulation under ``out`` (creating its topic with
+    ``feed.partitions`` partitions), in ``processes`` processes that each write and send the messages of
+    every ``processes``-th partition (one partition's order is one process's). Returns the messages sent
+    per (topic, partition) and the row events they carry."""
+    if processes <= 1:
+        return _publish_share(str(out), feed, bootstrap, None, timeout_s)
+    import multiprocessing
+
+    _create_topic(bootstrap, feed.topic, feed.partitions, timeout_s)
+    shares = partition_shares(out, feed, processes)
+    with multiprocessing.get_context("fork").Pool(len(shares)) as pool:
+        results = pool.starmap(
+            _publish_share, [(str(out), feed, bootstrap, share, timeout_s) for share in shares]
+        )
+    sent: dict[tuple[str, int], int] = {}
+    for share_sent, _ in results:
+        sent.update(share_sent)
+    return sent, sum(rows for _, rows in results)
+
+
+SAMPLED_ROWS = 50_000
+"""Row changes :func:`partition_shares` weighs the partitions by."""
+
+
+def partition_shares(out: str | Path, feed: Changefeed, processes: int) -> list[tuple[int, ...]]:
+    """The partitions each of ``processes`` processes publishes: about the same number of values each to
+    write, as the first ``SAMPLED_ROWS`` row changes after the start spread them (a dispatcher by table
+    puts a wide table's rows in one partition), the heaviest partition first to the lightest share."""
+    scans = _index(Path(out))
+    start_ts = _start_ts(feed, scans) if scans else 0
+    run = _Changefeed(feed, start_ts)
+    weights = [0] * feed.partitions
+    sampled = 0
+    for rec in read_changelog(Path(out) / CHANGELOG_PATH):
+        if rec[0] == "schema":
+            run.schema(rec[1], rec[2], rec[3])
+        elif rec[0] == "row" and rec[1] > start_ts:
+            row = rec[6] if rec[6] is not None else rec[7]
+            weights[run._partition(run.schemas[rec[4]], rec[2], rec[3], rec[1], row)] += len(row)
+            sampled += 1
+            if sampled >= SAMPLED_ROWS:
+                break
+    loads = [0] * min(processes, feed.partitions)
+    shares: list[list[int]] = [[] for _ in loads]
+    for p in sorted(range(feed.partitions), key=lambda p: -weights[p]):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(p)
+        loads[lightest] += weights[p] or 1
+    return [tuple(sorted(share)) for share in shares]
+
+
+def _publish_share(
+    out: str, feed: Changefeed, bootstrap: str, partitions: tuple[int, ...] | None, timeout_s: float
+) -> tuple[dict[tuple[str, int], int], int]:
+    rows = [0]
+    messages = _counted(changefeed_messages(out, feed, partitions), rows)
+    collecting = gc.isenabled()
+    gc.disable()  # what the publisher holds is acyclic; the collector's passes over it cost ~15%
+    try:
+        return publish(messages, bootstrap, partitions=feed.partitions, timeout_s=timeout_s), rows[0]
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _counted(messages: Iterable[KafkaMessage], rows: list[int]) -> Iterator[KafkaMessage]:
+    for m in messages:
+        rows[0] += m.row_events
+        yield m
 
 
 def _await_leaders(producer: Any, topic: str, timeout_s: float) -> None:
@@ -406,11 +567,17 @@ def publish(
     producer: when librdkafka loses a just-created topic's partitions for a moment it restarts their
     sequence numbers, and the broker acknowledges the resent first messages as duplicates without writing
     them (confluentinc/librdkafka#3712; seen here as a partition's first message missing)."""
-    from confluent_kafka import KafkaException, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
 
     conf = {"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)}
     admin = AdminClient(conf)
+    failures: list[str] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
+
     producer = Producer(
         {
             **conf,
@@ -420,43 +587,51 @@ def publish(
             "linger.ms": 5,
             "message.max.bytes": 16 * 1024 * 1024,
             "compression.type": kafka_compression,
+            "on_delivery": delivered,
+            "delivery.report.only.error": True,  # no Python call per message delivered
         }
     )
     sent: dict[tuple[str, int], int] = {}
     before: dict[tuple[str, int], int] = {}  # each partition's end offset before this publish
-    failures: list[str] = []
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            failures.append(f"{msg.topic()}[{msg.partition()}]: {err}")
-
-    for m in messages:
-        if not any(topic == m.topic for topic, _ in sent):
-            existing = admin.list_topics(timeout=timeout_s).topics
-            if m.topic not in existing:
-                futures = admin.create_topics([NewTopic(m.topic, partitions, 1)])
-                try:
-                    futures[m.topic].result(timeout_s)
-                except KafkaException as e:  # created meanwhile by someone else: fine
-                    if "TOPIC_ALREADY_EXISTS" not in str(e):
-                        raise
+    topics: set[str] = set()
+    produce = producer.produce
+    for n, m in enumerate(messages):
+        if m.topic not in topics:
+            topics.add(m.topic)
+            _create_topic(bootstrap, m.topic, partitions, timeout_s, admin)
             _await_leaders(producer, m.topic, timeout_s)
             before.update(_end_offsets(bootstrap, m.topic, time.monotonic() + timeout_s))
         while True:
             try:
-                producer.produce(
-                    m.topic, key=m.key, value=m.value, partition=m.partition, on_delivery=delivered
-                )
+                produce(m.topic, m.value, m.key, m.partition)
                 break
             except BufferError:
                 producer.poll(0.1)
-        sent[(m.topic, m.partition)] = sent.get((m.topic, m.partition), 0) + 1
-        producer.poll(0)
+        where = (m.topic, m.partition)
+        sent[where] = sent.get(where, 0) + 1
+        if n % 1024 == 0:
+            producer.poll(0)
     left = producer.flush(timeout_s)
     if failures or left:
         raise RuntimeError(f"publishing to {bootstrap} failed: {failures[:3]} ({left} not delivered)")
     _await_written(bootstrap, sent, before, timeout_s)
     return sent
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float, admin: Any = None) -> None:
+    """Create ``topic`` with ``partitions`` partitions unless it exists."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    if admin is None:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(timeout_s * 1000)})
+    if topic not in admin.list_topics(timeout=timeout_s).topics:
+        futures = admin.create_topics([NewTopic(topic, partitions, 1)])
+        try:
+            futures[topic].result(timeout_s)
+        except KafkaException as e:  # created meanwhile by someone else: fine
+            if "TOPIC_ALREADY_EXISTS" not in str(e):
+                raise
 
 
 def _end_offsets(bootstrap: str, topic: str, deadline: float) -> dict[tuple[str, int], int]:
@@ -508,7 +683,9 @@ __all__ = [
     "canal_watermark_value",
     "changefeed_messages",
     "open_protocol_messages",
+    "partition_shares",
     "publish",
+    "publish_changefeed",
 ]
 
 

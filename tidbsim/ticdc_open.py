@@ -13,14 +13,20 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
+import itertools
 import math
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from json.encoder import encode_basestring  # the C one, without ensure_ascii
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.sources.ticdc import go_quote
@@ -198,7 +204,7 @@ def key_json(
     if type_ == 3:
         return b'{"ts":' + str(ts).encode() + b',"t":3}'
     if flavor == "tiflow" and schema_name and table and not handle_only and not claim_check:  # a row's key
-        text = '{"ts":' + str(ts) + ',"scm":' + go_string(schema_name) + ',"tbl":' + go_string(table)
+        text = '{"ts":' + str(ts) + _row_key_names(schema_name, table)
         text += (',"rid":' + str(row_id) if row_id else "") + (
             ',"ptn":' + str(physical_id) if physical_id is not None else ""
         )
@@ -230,6 +236,12 @@ def key_json(
     return go_json(doc)
 
 
+@functools.lru_cache(maxsize=4096)
+def _row_key_names(schema_name: str, table: str) -> str:
+    """A row key's ``,"scm":..,"tbl":..`` (once per table: every row event's key has it)."""
+    return ',"scm":' + go_string(schema_name) + ',"tbl":' + go_string(table)
+
+
 def row_value_json(
     schema: TableSchema,
     *,
@@ -251,6 +263,11 @@ def row_value_json(
     if old is not None and output_old_value:
         doc["p"] = row_columns(schema, old, flavor=flavor, time_zone=time_zone, only=only)
     return go_json(doc)
+
+
+REMEMBERED_ROWS = 1 << 17
+"""Rows per table whose text :meth:`RowValueEncoder.values` keeps for the key's next update (then it
+starts over: memory stays bounded at millions of keys, the bytes are the same)."""
 
 
 class RowValueEncoder:
@@ -275,16 +292,15 @@ class RowValueEncoder:
         self.keys = tuple(k for k in schema.pk_columns if k in schema.by_name) or None
         self.last: dict[Any, tuple[Mapping[str, Any], str]] = {}  # per key: the last row written, its text
         self.columns = []
+        self.batch_writers: list[Callable[[list[Any]], list[str]]] = []
         for name in names:
             col = schema.by_name[name]
             head = go_string(name) + ':{"t":' + str(col.tp) + (',"h":true' if name in handles else "")
-            self.columns.append(
-                (
-                    name,
-                    head + ',"f":' + str(flags[name]) + ',"v":',
-                    _value_writer(col, flags[name], time_zone),
-                )
-            )
+            write = _value_writer(col, flags[name], time_zone)
+            self.columns.append((name, head + ',"f":' + str(flags[name]) + ',"v":', write))
+            self.batch_writers.append(with_nulls(_batch_value_writer(col, flags[name], time_zone, write)))
+        # a section as one str.format template: "{" + head + value + "}" per column, joined by ","
+        self.template = "{{" + ",".join(_braces(head) + "{}}}" for _, head, _ in self.columns) + "}}"
 
     def section(self, row: Mapping[str, Any]) -> str:
         """A row's column objects; an update's old row is mostly the row the key's last change wrote."""
@@ -308,6 +324,69 @@ class RowValueEncoder:
             )
             + "}"
         )
+
+    def values(
+        self, changes: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
+    ) -> list[bytes]:
+        """:meth:`value` of many changes ``(new, old)``, each column's values written at once (the
+        publisher's hot path: a column's texts are one list comprehension or one Arrow cast, not a Python
+        call per value); the same bytes, and the same reuse of a key's last text for an update's old row
+        (the rows are kept for that, not copied: they must not change afterwards)."""
+        rows: list[Mapping[str, Any]] = []  # the sections to write
+        touched: list[Any] = []
+        if len(self.last) > REMEMBERED_ROWS:
+            self.last.clear()
+
+        def slot(row: Mapping[str, Any]) -> int | str:
+            if self.keys is None:
+                rows.append(row)
+                return len(rows) - 1
+            key = tuple(map(row.get, self.keys))
+            last = self.last.get(key)
+            if last is not None and last[0] == row:
+                return last[1]  # a text, or a slot of this batch
+            rows.append(row)
+            self.last[key] = (row, len(rows) - 1)  # type: ignore[assignment]  # the text below
+            touched.append(key)
+            return len(rows) - 1
+
+        plan: list[tuple[int | str, int | str | None]] = []
+        for new, old in changes:
+            if new is None:
+                assert old is not None
+                plan.append((slot(old), None))
+                if self.keys is not None:  # the key's next change is an insert: nothing to reuse
+                    self.last.pop(tuple(map(old.get, self.keys)), None)
+            else:
+                keep_old = old is not None and self.output_old_value
+                plan.append((slot(new), slot(old) if keep_old else None))  # type: ignore[arg-type]
+        texts = self._sections(rows)
+        for key in touched:
+            entry = self.last.get(key)
+            if entry is not None and isinstance(entry[1], int):
+                self.last[key] = (entry[0], texts[entry[1]])
+        out = []
+        for (first, second), (new, _) in zip(plan, changes, strict=True):
+            a = texts[first] if isinstance(first, int) else first
+            if new is None:
+                out.append(('{"d":' + a + "}").encode("utf-8"))
+            elif second is None:
+                out.append(('{"u":' + a + "}").encode("utf-8"))
+            else:
+                b = texts[second] if isinstance(second, int) else second
+                out.append(('{"u":' + a + ',"p":' + b + "}").encode("utf-8"))
+        return out
+
+    def _sections(self, rows: list[Mapping[str, Any]]) -> list[str]:
+        """Each row's column objects, written column by column."""
+        if not rows:
+            return []
+        names = [name for name, _, _ in self.columns]
+        columns = [
+            write(values)
+            for values, write in zip(column_values(rows, names), self.batch_writers, strict=True)
+        ]
+        return list(map(self.template.format, *columns))
 
     def value(self, *, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bytes:
         """The value JSON of an insert (``new``), update (``new`` + ``old``) or delete (``old``)."""
@@ -353,6 +432,191 @@ def _value_writer(col: ColumnSchema, flag: int, time_zone: str) -> Any:
     return other
 
 
+def column_values(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[list[Any]]:
+    """Each named column's values over ``rows`` (None where a row has no such column): one C call per
+    row (``itemgetter``) and one transpose, when every row has every column."""
+    if not rows or not names:
+        return [[] for _ in names]
+    try:
+        if len(names) == 1:
+            return [[row[names[0]] for row in rows]]
+        return list(map(list, zip(*map(operator.itemgetter(*names), rows), strict=True)))
+    except KeyError:
+        return [[row.get(name) for row in rows] for name in names]
+
+
+def _braces(text: str) -> str:
+    """``text`` as literal text of a ``str.format`` template."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def with_nulls(write: Callable[[list[Any]], list[str]]) -> Callable[[list[Any]], list[str]]:
+    """A column writer of non-null values, extended to None (JSON ``null``)."""
+
+    def run(values: list[Any]) -> list[str]:
+        present = [v for v in values if v is not None]
+        if len(present) == len(values):
+            return write(values)
+        out = np.full(len(values), "null", dtype=object)
+        if present:  # the texts as objects: numpy would make a list of str a fixed-width array first
+            at = np.flatnonzero(np.fromiter((v is not None for v in values), bool, len(values)))
+            out[at] = np.array(write(present), dtype=object)
+        return out.tolist()
+
+    return run
+
+
+def go_strings(values: list[str]) -> list[str]:
+    """:func:`go_string` of many strings: one scan of them all when none needs an escape."""
+    if _NEEDS_ESCAPE.search("".join(values)) is None:
+        return ['"' + v + '"' for v in values]
+    return list(map(go_string, values))
+
+
+def go_floats(values: list[Any], bits: int, *, exponent: bool = True) -> list[str]:
+    """:func:`go_float` (``exponent``) or ``FormatFloat(f, 'f', -1, bits)`` of many floats. The shortest
+    digits are Python's ``repr`` (64 bits) or Arrow's cast to text (32 bits), Go's own wherever those
+    write no exponent and Go's JSON would not either (1e-6 <= |f| < 1e21; ``repr`` writes an exponent
+    outside [1e-4, 1e16)); the others one by one (``exponent=False``: numpy's positional form)."""
+    if bits == 64:
+        texts = [t[:-2] if t.endswith(".0") else t for t in map(repr, map(float, values))]
+        numbers = values
+    else:
+        floats = pa.array(values, pa.float64()).cast(pa.float32(), safe=False)
+        texts = arrow_texts(floats.cast(pa.string()))
+        numbers = floats.to_numpy(zero_copy_only=False).tolist()
+    out = []
+    for text, f in zip(texts, numbers, strict=True):
+        if "e" in text or "n" in text or not 1e-6 <= abs(f) < 1e21:
+            if exponent:
+                text = go_float(f, bits)
+            else:
+                v = np.float32(f) if bits == 32 else np.float64(f)
+                text = np.format_float_positional(v, unique=True, trim="-")
+        out.append(text)
+    return out
+
+
+def arrow_texts(texts: pa.StringArray) -> list[str]:
+    """The values of an Arrow string array without nulls, cut from its data buffer (``to_pylist`` makes a
+    scalar of each, several times slower)."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    data = texts.buffers()[2]
+    raw = b"" if data is None else data.to_pybytes()
+    if raw.isascii():
+        text = raw.decode("ascii")
+        return [text[a:b] for a, b in itertools.pairwise(offsets.tolist())]
+    return [raw[a:b].decode() for a, b in itertools.pairwise(offsets.tolist())]
+
+
+def time_texts(values: list[dt.datetime], fsp: int, time_zone: str | None = None) -> list[str]:
+    """:func:`time_text` of many datetimes (TIMESTAMP values, aware, in ``time_zone`` first): Arrow's text
+    of them cut to ``fsp``, which is ``strftime``'s when every year is from 1000 on; else ``isoformat``
+    (the same), or :func:`time_text` for earlier years (and zones Arrow does not know, as ``+08:00``)."""
+    width = 20 + fsp if fsp > 0 else 19
+    try:
+        if time_zone is None:
+            stamps = pa.array(values, pa.timestamp("us"))
+        elif all(v.tzinfo is not None for v in values):
+            arrow_zone = "UTC" if time_zone.upper() in ("UTC", "Z") else time_zone
+            stamps = pc.local_timestamp(pa.array(values, pa.timestamp("us", tz=arrow_zone)))  # naive
+        else:
+            stamps = None
+        low = pc.min(stamps).as_py() if stamps is not None else None
+        if low is not None and low.year >= 1000:
+            return [t[:width] for t in arrow_texts(stamps.cast(pa.string()))]
+    except (pa.ArrowException, ValueError):  # a zone Arrow does not know: Python's
+        pass
+    if time_zone is not None:  # the offset isoformat writes is cut off below
+        zone = _zone(time_zone)
+        values = [v.astimezone(zone) for v in values]
+    spec = "microseconds" if fsp > 0 else "seconds"
+    return [v.isoformat(" ", spec)[:width] if v.year >= 1000 else time_text(v, fsp) for v in values]
+
+
+def _batch_value_writer(
+    col: ColumnSchema, flag: int, time_zone: str, write: Callable[[Any], str]
+) -> Callable[[list[Any]], list[str]]:
+    """A column's non-null values -> their JSON texts, as :func:`_value_writer`'s ``write`` gives them one
+    by one (the kinds without a faster form use it)."""
+    kind = col.kind
+    if col.tp in STRING_CODES and kind == K.TEXT and not flag & FLAG_BINARY:
+        return lambda values: (
+            go_strings(values) if all(type(v) is str for v in values) else list(map(write, values))
+        )
+    if col.tp in STRING_CODES and kind == K.BINARY and flag & FLAG_BINARY:
+        return lambda values: list(map(_quoted_json, go_quotes(values)))
+    if col.tp in STRING_CODES:
+        return lambda values: list(map(write, values))
+    if col.tp in BLOB_CODES:
+        if kind == K.TEXT:
+            return lambda values: ['"' + base64.b64encode(v.encode()).decode("ascii") + '"' for v in values]
+        if kind == K.BINARY:
+            return lambda values: ['"' + base64.b64encode(v).decode("ascii") + '"' for v in values]
+        return lambda values: list(map(write, values))
+    if kind in (K.INT, K.UINT, K.YEAR, K.UINT64):
+        return lambda values: list(map(str, map(int, values)))
+    if kind in (K.FLOAT32, K.FLOAT64):
+        bits = 32 if kind == K.FLOAT32 else 64
+        return lambda values: go_floats(values, bits)
+    if kind == K.DECIMAL:
+        return lambda values: ['"' + format(Decimal(v), "f") + '"' for v in values]
+    if kind == K.DATE:
+        return lambda values: ['"' + v.isoformat() + '"' for v in values]
+    if kind in (K.DATETIME, K.TIMESTAMP):
+        zone = time_zone if kind == K.TIMESTAMP else None
+        return lambda values: ['"' + t + '"' for t in time_texts(values, col.fsp, zone)]
+    if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
+        return lambda values: go_strings(list(map(str, values)))
+    if kind == K.BIT:
+        return lambda values: [str(int.from_bytes(v, "big")) for v in values]
+    return memoized(write)
+
+
+_ESCAPE_SHORT = {0x07: "\\a", 0x08: "\\b", 0x0C: "\\f", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t", 0x0B: "\\v"}
+_QUOTE_CONTROL = re.compile(b"[\x00-\x1f\x7f]")
+_QUOTE_CONTROL_TEXT = {b: _ESCAPE_SHORT.get(b, f"\\x{b:02x}").encode() for b in (*range(0x20), 0x7F)}
+
+
+def go_quotes(values: list[Any]) -> list[str]:
+    """``go_quote.quote`` of many byte strings: '\\', '"' and ASCII controls escaped on the bytes, bytes
+    that are not UTF-8 as ``\\xNN`` by the decoder (Go's ``\\x`` escape of them); a value whose text then
+    holds a rune Go does not print (``str.isprintable`` is Go's ``unicode.IsPrint``) goes the long way."""
+    out = []
+    for value in values:
+        data = bytes(value)
+        raw = data.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+        if _QUOTE_CONTROL.search(raw) is not None:
+            raw = _QUOTE_CONTROL.sub(lambda m: _QUOTE_CONTROL_TEXT[m.group()[0]], raw)
+        text = raw.decode("utf-8", "backslashreplace")
+        out.append(text if text.isprintable() else go_quote.quote(data))
+    return out
+
+
+def _quoted_json(quoted: str) -> str:
+    """:func:`go_string` of a ``go_quote.quote`` text, which holds no control or line-separator runes."""
+    text = quoted.replace("\\", "\\\\").replace('"', '\\"')
+    if "<" in text or ">" in text or "&" in text:
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return '"' + text + '"'
+
+
+def memoized(write: Callable[[Any], str]) -> Callable[[list[Any]], list[str]]:
+    """``write`` over many values, once per distinct value (ENUM and SET columns repeat theirs)."""
+
+    def run(values: list[Any]) -> list[str]:
+        seen: dict[Any, str] = {}
+        out = []
+        for v in values:
+            text = seen.get(v)
+            if text is None:
+                text = seen[v] = write(v)
+            out.append(text)
+        return out
+
+    return run
+
+
 def ddl_value_json(query: str, action: int) -> bytes:
     return go_json({"q": query, "t": action})
 
@@ -376,20 +640,22 @@ _ESC["\u2029"] = "\\u2029"
 _NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
 
 
+_GO_SHORT_ONLY_IN_JSON = re.compile("[\b\f]")
+"""What Go writes as ``\\u0008``/``\\u000c`` and Python's json as ``\\b``/``\\f`` (its other escapes are Go's)."""
+_HTML = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_GO_ESCAPES = str.maketrans({**{chr(c): f"\\u{c:04x}" for c in range(0x20)}, **_ESC})
+
+
 def go_string(s: str) -> str:
     if _NEEDS_ESCAPE.search(s) is None:
         return '"' + s + '"'
-    out = ['"']
-    for ch in s:
-        e = _ESC.get(ch)
-        if e is not None:
-            out.append(e)
-        elif ch < " ":
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
+    if _GO_SHORT_ONLY_IN_JSON.search(s) is None:
+        text: str = encode_basestring(s)  # C
+        for ch, escaped in _HTML:
+            if ch in text:
+                text = text.replace(ch, escaped)
+        return text
+    return '"' + s.translate(_GO_ESCAPES) + '"'
 
 
 def go_float(f: float, bits: int = 64) -> str:
@@ -459,6 +725,7 @@ __all__ = [
     "FLAVORS",
     "RowValueEncoder",
     "column_flags",
+    "column_values",
     "ddl_value_json",
     "go_json",
     "go_value",

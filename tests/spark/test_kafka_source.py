@@ -275,6 +275,33 @@ def test_publish_returns_once_the_broker_holds_each_message_in_order(kafka_broke
         _await_written(kafka_broker.bootstrap, {(topic, 1): 5}, {}, timeout_s=1)
 
 
+@pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
+def test_processes_publishing_their_partitions_fill_the_topic_as_one_process(kafka_broker, sim, protocol):
+    """`publish_changefeed(processes=2)`: every partition holds, in order, the messages one process
+    writes for it, and the row events counted are the changefeed's."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tidbsim.kafka import changefeed_messages, publish_changefeed
+
+    topic = f"shares-{next(_topics)}"
+    feed = Changefeed(topic=topic, dispatcher="index-value", partitions=4, restarts=1, protocol=protocol)
+    want: dict[int, list[tuple[bytes, bytes]]] = {p: [] for p in range(4)}
+    rows = 0
+    for m in changefeed_messages(sim, feed):
+        want[m.partition].append((m.key or None, m.value))
+        rows += m.row_events
+    sent, counted = publish_changefeed(sim, feed, kafka_broker.bootstrap, processes=2)
+    assert counted == rows > 100
+    assert sent == {(topic, p): len(want[p]) for p in range(4)}
+    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "tidelake-tests"})
+    held = {}
+    for p in range(4):
+        consumer.assign([TopicPartition(topic, p, 0)])
+        held[p] = [(m.key() or None, m.value()) for m in consumer.consume(len(want[p]), timeout=10)]
+    consumer.close()
+    assert held == want
+
+
 def test_a_run_killed_between_tables_loses_nothing(spark, kafka_broker, sim, tmp_path):
     """The last commit of one table is gone, as if the run was killed before that table's MERGE: the
     rerun reads that run's messages again and the table catches up; the others add no version."""

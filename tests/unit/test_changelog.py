@@ -18,3 +18,12 @@ def test_many_records_with_shared_values_read_back_unchanged(tmp_path):
         log._add(record)
     log.close()
     assert list(read_changelog(tmp_path / "changes.pkl")) == records
+
+
+def test_a_log_of_single_records_reads_too(tmp_path):
+    """Logs written before records were pickled in lists (one pickle per record) read the same."""
+    import pickle
+
+    records = [("row", i, "db", "t", {"a": i}, None) for i in range(5)]
+    (tmp_path / "old.pkl").write_bytes(b"".join(pickle.dumps(r) for r in records))
+    assert list(read_changelog(tmp_path / "old.pkl")) == records

@@ -4,6 +4,7 @@ must arrive at the simulator's expected state."""
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 from collections import defaultdict
 from pathlib import Path
@@ -284,6 +285,141 @@ def test_the_publishers_row_encoder_writes_the_reference_encoders_bytes(sim, fla
         assert without_old.value(new=new, old=old) == reference
         changes += 1
     assert changes > 100
+
+
+def _changes_per_version(out: Path) -> list[tuple[TableSchema, str, list[tuple]]]:
+    """Each table version's schema, database and row changes (commit ts, new, old), in log order."""
+    versions: dict = {}
+    for rec in read_changelog(out / CHANGELOG_PATH):
+        if rec[0] == "schema":
+            versions[rec[1]] = (TableSchema.from_table_info(rec[3], schema_name=rec[2]), rec[2], [])
+        elif rec[0] == "row":
+            versions[rec[4]][2].append((rec[1], rec[6], rec[7]))
+    return list(versions.values())
+
+
+@pytest.mark.parametrize(
+    ("flavor", "time_zone", "old_values"), [("tiflow", "UTC", True), ("ticdc", "Asia/Shanghai", False)]
+)
+def test_the_publishers_batches_write_the_one_row_encoders_bytes(
+    sim, flavor, time_zone, old_values, monkeypatch
+):
+    """Values written column by column over a batch (`RowValueEncoder.values`, `CanalJsonEncoder.lines`:
+    the publisher's) are the bytes of the reference encoders row by row, for batches of every size
+    (one row, a few, all of a table version's), with the rows remembered for updates cleared often."""
+    from tidbsim import ticdc_open
+    from tidbsim.storage_codec import CanalJsonEncoder
+    from tidbsim.ticdc_open import RowValueEncoder, row_value_json
+
+    monkeypatch.setattr(ticdc_open, "REMEMBERED_ROWS", 5)
+
+    checked = 0
+    for schema, db, changes in _changes_per_version(sim):
+        opts = {"flavor": flavor, "time_zone": time_zone, "output_old_value": old_values}
+        want = [row_value_json(schema, new=new, old=old, **opts) for _, new, old in changes]
+        canal = CanalJsonEncoder(schema, db, terminator="", time_zone=time_zone)
+        canal_want = [canal.line(ts, new, old, build_ms=0) for ts, new, old in changes]
+        for size in (1, 7, len(changes) or 1):
+            batches = RowValueEncoder(schema, **opts)
+            got: list[bytes] = []
+            canal_got: list[bytes] = []
+            for i in range(0, len(changes), size):
+                batch = changes[i : i + size]
+                got += batches.values([(new, old) for _, new, old in batch])
+                canal_got += canal.lines(batch, build_ms=0)
+            assert got == want
+            assert canal_got == canal_want
+        checked += len(changes)
+    assert checked > 300
+
+
+def _go_string_char_by_char(s: str) -> str:
+    from tidbsim.ticdc_open import _ESC
+
+    return '"' + "".join(_ESC.get(ch) or (f"\\u{ord(ch):04x}" if ch < " " else ch) for ch in s) + '"'
+
+
+def test_the_batch_writers_write_the_one_value_writers_text():
+    """Strings, binary strings, floats and times written many at a time (`go_strings`, `go_quotes`,
+    `go_floats`, `time_texts`) as one at a time, over values that take every escape, both float forms,
+    fractional seconds, time zones and a year before 1000."""
+    import random
+
+    import numpy as np
+
+    from backfill.sources.ticdc import go_quote
+    from tidbsim.storage_codec import go_fmt_f
+    from tidbsim.ticdc_open import (
+        _zone,
+        go_float,
+        go_floats,
+        go_quotes,
+        go_string,
+        go_strings,
+        time_text,
+        time_texts,
+    )
+
+    rng = random.Random(7)
+    chars = list('a "\\\n\r\t\b\f\x00\x1f\x7f<>&\u2028\u2029é中😀')
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 9))) for _ in range(3000)]
+    assert [go_string(t) for t in texts] == [_go_string_char_by_char(t) for t in texts]
+    assert go_strings(texts) == [_go_string_char_by_char(t) for t in texts]
+    assert go_strings(["plain", "text"]) == ['"plain"', '"text"']
+    pieces = [b"a", b"\\", b'"', b"\x00", b"\x07", b"\x7f", b"\x80", b"\xff", "é".encode(), "😀".encode()]
+    pieces += [b"\xe4\xb8", b"\xed\xa0\x80", "\u0085".encode(), "\u00ad".encode(), b"\xef\xbf\xbd", b" "]
+    blobs = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(3000)]
+    blobs += [bytes(rng.randrange(256) for _ in range(rng.randint(0, 16))) for _ in range(1000)]
+    assert go_quotes(blobs) == [go_quote.quote(b) for b in blobs]
+    floats = [rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(3000)]
+    floats += [0.0, -0.0, 1.0, 123.0, 1e-4, 9.99e-5, 1e-6, 1e16, 1e21, 3.4e38]
+    for bits in (64, 32):
+        values = [float(np.float32(f)) if bits == 32 else f for f in floats]
+        assert go_floats(values, bits) == [go_float(f, bits) for f in values]
+        assert go_floats(values, bits, exponent=False) == [go_fmt_f(f, bits) for f in values]
+    start = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(seconds=rng.randint(0, 10**9), microseconds=rng.randint(0, 10**6 - 1))]
+    stamps += [start + dt.timedelta(seconds=rng.randint(0, 10**9)) for _ in range(500)]
+    for fsp in (0, 3, 6):
+        naive = [s.replace(tzinfo=None) for s in stamps]
+        assert time_texts(naive, fsp) == [time_text(t, fsp) for t in naive]
+        early = [*naive, dt.datetime(999, 12, 31, 23, 59, 59)]  # strftime's year is not padded
+        assert time_texts(early, fsp) == [time_text(t, fsp) for t in early]
+        for zone in ("UTC", "Asia/Shanghai", "-05:30"):
+            local = [t.astimezone(_zone(zone)).replace(tzinfo=None) for t in stamps]
+            assert time_texts(stamps, fsp, zone) == [time_text(t, fsp) for t in local]
+
+
+@pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
+def test_processes_publishing_their_partitions_send_what_one_process_sends(sim, protocol):
+    """`changefeed_messages(..., partitions)` (each of `publish_changefeed`'s processes): every
+    partition's messages, in order, exactly as when one process writes them all; `partition_shares`
+    gives every partition to one process."""
+    from tidbsim.kafka import changefeed_messages, partition_shares
+
+    feed = Changefeed(
+        dispatcher="index-value",
+        partitions=5,
+        max_batch_size=6,
+        restarts=2,
+        late_restarts=2,
+        protocol=protocol,
+    )
+    whole: dict[int, list] = defaultdict(list)
+    for m in changefeed_messages(sim, feed):
+        whole[m.partition].append(m)
+    for processes in (2, 3):
+        shares: dict[int, list] = defaultdict(list)
+        for k in range(processes):
+            for m in changefeed_messages(sim, feed, range(k, feed.partitions, processes)):
+                shares[m.partition].append(m)
+        assert shares == whole
+        rows = sum(m.row_events for ms in shares.values() for m in ms)
+        assert rows == sum(m.row_events for ms in whole.values() for m in ms) > 100
+    split = partition_shares(sim, feed, 2)
+    assert sorted(p for share in split for p in share) == list(range(feed.partitions)) and len(split) == 2
+    by_table = Changefeed(dispatcher="table", partitions=4)
+    assert len(partition_shares(sim, by_table, 8)) == 4  # no process without a partition
 
 
 @pytest.mark.parametrize(
