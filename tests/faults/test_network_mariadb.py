@@ -83,15 +83,22 @@ def warehouse_copy(spark, tmp_path: Path) -> Path:
     return warehouse
 
 
-def config_file(folder: Path, warehouse: Path, port: int, password: str, **upstream: Any) -> Path:
+def upstream_lines(port: int, password: str, **upstream: Any) -> str:
+    """The body of an upstream table: the proxied MariaDB, short timeouts, two retries (`upstream` overrides)."""
     settings = {"connect_timeout": 3, "read_timeout": 30, "retries": 2, "retry_wait": 0.2, **upstream}
+    return (
+        f'kind = "mariadb"\nhost = "127.0.0.1"\nport = {port}\nuser = "tidelake"\n'
+        f"password = {json.dumps(password)}\n"
+        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+    )
+
+
+def config_file(folder: Path, warehouse: Path, port: int, password: str, **upstream: Any) -> Path:
     path = folder / "reconcile.toml"
     path.write_text(
         f'[job]\nname = "{JOB}"\n[source]\npath = "unused"\n[target]\nwarehouse = "{warehouse}"\n'
         f'[reconcile]\ntables = ["{DB}.t"]\nchunk_size = 100\nparallelism = 2\nleaf_rows = 16\n'
-        f'[reconcile.upstream]\nkind = "mariadb"\nhost = "127.0.0.1"\nport = {port}\nuser = "tidelake"\n'
-        f"password = {json.dumps(password)}\n"
-        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+        f"[reconcile.upstream]\n{upstream_lines(port, password, **upstream)}"
     )
     return path
 
@@ -225,15 +232,12 @@ CUT = ("limit_data", "downstream", {"bytes": 30_000})  # each connection closed 
 
 def snapshot_job(folder: Path, port: int, password: str, **upstream: Any) -> Path:
     """A storage-sink job (an empty sink) whose tables start from the upstream at a TSO over JDBC."""
-    settings = {"connect_timeout": 3, "read_timeout": 30, "retries": 2, "retry_wait": 0.2, **upstream}
     (folder / "sink").mkdir(exist_ok=True)
     path = folder / "snapshot.toml"
     path.write_text(
         f'[job]\nname = "{JOB}"\n[source]\nkind = "ticdc-storage"\npath = "{folder / "sink"}"\n'
         f'[source.initial]\nupstream_tso = {RESOLVED_TS}\n[target]\nwarehouse = "{folder / "wh"}"\n'
-        f'tables = ["{DB}.t"]\n[upstream]\nkind = "mariadb"\nhost = "127.0.0.1"\nport = {port}\n'
-        f'user = "tidelake"\npassword = {json.dumps(password)}\n'
-        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+        f'tables = ["{DB}.t"]\n[upstream]\n{upstream_lines(port, password, **upstream)}'
     )
     return path
 
