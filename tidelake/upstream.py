@@ -30,6 +30,11 @@ _NETWORK_CODES = frozenset(
 )  # fmt: skip
 
 
+# TiDB's ErrSnapshotTooOld: a read at a ts whose versions its GC has removed ("snapshot is older than GC safe
+# point"). No retry brings them back, so callers say what to do instead.
+TIDB_SNAPSHOT_TOO_OLD = 8055
+
+
 class CountingConnection(pymysql.connections.Connection):
     """A pymysql connection that counts the bytes it reads from the server."""
 
@@ -74,6 +79,18 @@ def failure(exc: BaseException, config: UpstreamConfig, doing: str) -> UpstreamE
     ):  # fmt: skip
         return UpstreamUnavailable(f"{server_name(config)}: connection lost while {doing}: {reason}")
     return UpstreamError(f"{server_name(config)}: {doing} failed: {reason}")
+
+
+def snapshot_too_old(exc: BaseException, ts: int | None, remedy: str) -> str:
+    """The hint to add to a failed read at `ts` when TiDB refused it as older than its GC safe point (`remedy`
+    says what to do in the caller's terms); "" for every other failure."""
+    args = getattr(exc, "args", ())
+    if not (args and args[0] == TIDB_SNAPSHOT_TOO_OLD):
+        return ""
+    return (
+        f" (ts {ts} is older than TiDB's GC safe point: the row versions it needs are gone; {remedy}, and raise "
+        "tidb_gc_life_time so that a job paused that long keeps them)"
+    )
 
 
 def connect(config: UpstreamConfig, *, database: str | None = None) -> CountingConnection:

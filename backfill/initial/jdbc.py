@@ -44,7 +44,15 @@ from tidelake.conventions import COMMIT_TS
 from tidelake.errors import ConfigError, InputError, UpstreamError, UpstreamUnavailable
 from tidelake.sparkerrors import from_task, in_task, input_errors
 from tidelake.sqlident import quote_ident
-from tidelake.upstream import connect, failure, scrub, server_name, server_version, with_retries
+from tidelake.upstream import (
+    connect,
+    failure,
+    scrub,
+    server_name,
+    server_version,
+    snapshot_too_old,
+    with_retries,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -217,7 +225,9 @@ def _query(
             if tso is not None:
                 cur.execute("SET @@tidb_snapshot = ''")
     except (pymysql.err.MySQLError, OSError) as exc:
-        raise failure(exc, upstream, f"{doing}{at}") from None  # a lost connection: worth another try
+        found = failure(exc, upstream, f"{doing}{at}")  # a lost connection: worth another try
+        hint = snapshot_too_old(exc, tso, "take a newer snapshot (upstream_tso) and a changefeed from it")
+        raise (UpstreamError(f"{found}{hint}") if hint else found) from None
     return rows
 
 

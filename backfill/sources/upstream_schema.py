@@ -17,10 +17,17 @@ from backfill.codec.ddl_text import DdlTextError, create_table_info
 from backfill.sources.ticdc.open_schema import fake_table_id
 from tidelake.errors import InputError, UpstreamError
 from tidelake.sqlident import quote_ident
-from tidelake.upstream import connect, scrub, server_version
+from tidelake.upstream import connect, scrub, server_version, snapshot_too_old
 
 if TYPE_CHECKING:
     from tidelake.config import UpstreamConfig
+
+
+# What to do when the schema at a table's first change is past TiDB's GC: the topic cannot say it, a snapshot can.
+_SCHEMA_GONE = (
+    "give the job a snapshot to start from ([source.initial]: a Dumpling export or upstream_tso), whose schema "
+    "it then takes"
+)
 
 
 def upstream_table_infos(
@@ -49,7 +56,8 @@ def upstream_table_infos(
                     row = cur.fetchone()
             except pymysql.err.MySQLError as exc:
                 reason = scrub(str(exc.args[-1] if exc.args else exc), config)
-                raise UpstreamError(f"{where}: SHOW CREATE TABLE {db}.{name}{at}: {reason}") from None
+                hint = snapshot_too_old(exc, ts, _SCHEMA_GONE)
+                raise UpstreamError(f"{where}: SHOW CREATE TABLE {db}.{name}{at}: {reason}{hint}") from None
             if row is None or len(row) < 2:
                 raise UpstreamError(f"{where}: SHOW CREATE TABLE {db}.{name}{at} returned nothing")
             text = row[1].decode() if isinstance(row[1], bytes) else str(row[1])

@@ -56,6 +56,7 @@ from tidelake.upstream import (
     failure,
     scrub,
     server_version,
+    snapshot_too_old,
     ssl_context,
 )
 
@@ -258,10 +259,10 @@ def _open_snapshot(
             raise found from None
         reason = scrub(str(exc.args[-1]), config)
         if dialect.reads_at_ts:
-            raise UpstreamError(
-                f"{dialect.name} cannot read at ts {ts}: {reason} "
-                "(is the ts older than the GC safe point? raise tidb_gc_life_time)"
-            ) from None
+            hint = snapshot_too_old(exc, ts, "compare at a newer ts (--at-ts, or a newer Delta version)") or (
+                " (is the ts older than the GC safe point? raise tidb_gc_life_time)"
+            )
+            raise UpstreamError(f"{dialect.name} cannot read at ts {ts}: {reason}{hint}") from None
         raise UpstreamError(f"{dialect.name} cannot open a consistent snapshot: {reason}") from None
 
 
