@@ -19,6 +19,7 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -278,7 +279,7 @@ def _columnar(
     as raw JSON, then Arrow's JSON reader types all rows of the file at once (1.4x faster than one struct
     and one string per value). None whenever the file is not plain (a line that does not parse, a row that
     does not fit the schema, an update that moves its key, a key left out): the exact path then decides,
-    and names the line of a problem.
+    and names the line of a problem. A table without a key has its updates' old rows deleted here too.
 
     Arrow reads an absent column as NULL. Where that matters (a PUT with a NULL value is filled like TiCDC
     fills an absent column; a key must be present) the rows in question are decoded once more exactly."""
@@ -288,13 +289,17 @@ def _columnar(
         return None
     kept, rows, ops, commit_ts, lines = simple
     keys = [k for k in key_names if k in column_names]
+    updates = [i for i, m in enumerate(kept) if m.old and m.type == "UPDATE"]
     try:
         values = _arrow_rows(rows, column_names)
-        _refuse_moved_keys(kept, values, column_names, keys)
+        olds = _exact_rows(column_names, [kept[i].old[0] for i in updates])
+        if keys:
+            _refuse_moved_keys(updates, olds, values, column_names, keys)
         filled = _absent(rows, ops, values, column_names, keys)
     except _NotPlain:
         return None
-    return ParsedRows(ops, commit_ts, lines, [values.column(i) for i in range(len(column_names))], filled)
+    parsed = ParsedRows(ops, commit_ts, lines, [values.column(i) for i in range(len(column_names))], filled)
+    return _old_rows_deleted(parsed, updates, olds, column_names) if updates and not keys else parsed
 
 
 def _arrow_rows(rows: list[Any], column_names: tuple[str, ...]) -> pa.Table:
@@ -320,16 +325,11 @@ def _arrow_rows(rows: list[Any], column_names: tuple[str, ...]) -> pa.Table:
 
 
 def _refuse_moved_keys(
-    messages: list[Any], values: pa.Table, column_names: tuple[str, ...], keys: Sequence[str]
+    updates: list[int], olds: list[Any], values: pa.Table, column_names: tuple[str, ...], keys: Sequence[str]
 ) -> None:
-    """:func:`_an_update_moves_key` for raw rows, raising :class:`_NotPlain`: the old values are decoded
-    exactly (an absent key column is not a changed one), the new keys are taken from the typed rows."""
-    updates = [i for i, m in enumerate(messages) if m.old and m.type == "UPDATE"]
-    if not updates:
-        return
-    if not keys:
-        raise _NotPlain
-    olds = _exact_rows(column_names, [messages[i].old[0] for i in updates])
+    """:func:`_an_update_moves_key` for raw rows, raising :class:`_NotPlain`: ``olds`` are the old values
+    of the ``updates`` decoded exactly (an absent key column is not a changed one), the new keys are taken
+    from the typed rows."""
     index = pa.array(updates, pa.int64())
     fields = _fields(column_names)
     for key in keys:
@@ -337,6 +337,45 @@ def _refuse_moved_keys(
         after = values.column(key).take(index).to_pylist()
         if any(b is not UNSET and b != a for b, a in zip(map(attrgetter(field), olds), after, strict=True)):
             raise _NotPlain
+
+
+def _old_rows_deleted(
+    rows: ParsedRows, updates: list[int], olds: list[Any], column_names: tuple[str, ...]
+) -> ParsedRows:
+    """A table without a key is a multiset, so an update takes its old row away and adds the new one: a
+    DELETE of the old values over the new row's (``old`` may hold only the changed columns) right before
+    the update's PUT, at its commit ts and line, as :func:`_each_row` does for the exact path."""
+    rows = rows.as_arrays()
+    index = pa.array(updates, pa.int64())
+    order = _each_before_its_update(len(rows), updates)
+
+    def placed(column: pa.Array, added: pa.Array) -> pa.Array:
+        return pa.concat_arrays([column, added]).take(order)
+
+    old_values = [
+        _over(list(map(attrgetter(field), olds)), column.take(index))
+        for field, column in zip(_fields(column_names), rows.values, strict=True)
+    ]
+    return ParsedRows(
+        placed(rows.ops, pa.array([DELETE] * len(updates), pa.string())),
+        placed(rows.commit_ts, rows.commit_ts.take(index)),
+        placed(rows.lines, rows.lines.take(index)),
+        [placed(new, old) for new, old in zip(rows.values, old_values, strict=True)],
+        None if rows.filled is None else [placed(f, pa.array([False] * len(updates))) for f in rows.filled],
+    )
+
+
+def _over(old: list[Any], new: pa.Array) -> pa.Array:
+    """Old values (UNSET where ``old`` left the column out) over the new ones."""
+    absent = pa.array([v is UNSET for v in old], pa.bool_())
+    return pc.if_else(absent, new, pa.array([None if v is UNSET else v for v in old], pa.string()))
+
+
+def _each_before_its_update(count: int, updates: list[int]) -> pa.Array:
+    """Indices into ``count`` rows followed by one added row per update, which put each added row right
+    before the row of its update."""
+    places = np.concatenate([np.arange(count) * 2 + 1, np.asarray(updates, np.int64) * 2])
+    return pa.array(np.argsort(places, kind="stable"))
 
 
 def _absent(
