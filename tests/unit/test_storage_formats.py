@@ -520,6 +520,49 @@ def test_canal_json_updates_of_a_table_without_a_key_columnar_and_exact_agree() 
     ]  # fmt: skip
 
 
+def test_canal_json_null_written_or_left_out_columnar_and_exact_agree() -> None:
+    """The columnar path takes a NULL its row writes as `"name":null` (TiCDC's compact JSON) as present and
+    decodes the other rows with a NULL exactly: the same changes as the exact path, whether the text is
+    another column's (`"OfficeLocation":null` is not `"Location":null`), inside a string, or spaced."""
+    from backfill.sources.ticdc.canal_json import _columnar, _null_text
+
+    cols = (
+        TableColumn("id", "INT", precision="11", is_pk="true", nullable="false"),
+        TableColumn("Location", "VARCHAR", default="dflt", precision="32"),
+        TableColumn("OfficeLocation", "VARCHAR", precision="32"),
+        TableColumn("Note", "VARCHAR", precision="32"),
+    )
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 4).table_info(3))
+
+    def compact(ts: int, data: dict) -> str:
+        return json.dumps(
+            {"type": "INSERT", "data": [data], "_tidb": {"commitTs": ts}}, separators=(",", ":")
+        )
+
+    body = [
+        compact(10, {"id": "1", "OfficeLocation": None, "Note": "x"}),  # Location left out
+        compact(11, {"id": "2", "Location": None, "OfficeLocation": "y", "Note": '"Location":null'}),
+        compact(
+            12, {"id": "3", "OfficeLocation": "z", "Note": '"Location":null'}
+        ),  # left out, text in a string
+        canal_row(
+            "INSERT", 13, {"id": "4", "Location": None, "OfficeLocation": None, "Note": None}
+        ),  # spaced
+        canal_row("INSERT", 14, {"id": "5"}),
+    ]
+    names = tuple(c.name for c in schema.columns)
+    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"]) is not None
+    columnar = decode_canal(body, schema)
+    exact = decode_canal([body[0], "", *body[1:]], schema)
+    assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
+    assert [(r["id"], r["Location"], r["OfficeLocation"], r["Note"]) for r in columnar] == [
+        (1, "dflt", None, "x"), (2, None, "y", '"Location":null'), (3, "dflt", "z", '"Location":null'),
+        (4, None, None, None), (5, "dflt", None, None),
+    ]  # fmt: skip
+    assert _null_text("Location", names) == '"Location":null'
+    assert _null_text("a b", ["a b"]) is None and _null_text("a", ["a", 'b"a']) is None
+
+
 def _values(column: object) -> list[object]:
     """A ParsedRows field as a list: whole-file parsers give Arrow arrays, line parsers lists."""
     return column.to_pylist() if hasattr(column, "to_pylist") else list(column)
