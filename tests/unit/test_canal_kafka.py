@@ -104,6 +104,37 @@ def test_broken_and_large_messages_are_named() -> None:
         typed_canal_rows(events, schema, time_zone="UTC")
 
 
+def test_compressed_values_become_the_same_events() -> None:
+    """large-message-handle-compression: each value decompressed before its head is read; the events keep
+    the decompressed row values, and a value that does not decompress is named."""
+    from backfill.sources.ticdc.compression import compress
+
+    docs = (INSERT, DDL_MESSAGE, WATERMARK, UPDATE)
+    plain = decode_canal_records(records(*docs))
+    packed = decode_canal_records(
+        records(*(compress("lz4", json.dumps(d).encode()) for d in docs)), compression="lz4"
+    )
+    assert packed.equals(plain) and plain.column("value").null_count == 2
+    with pytest.raises(InputError, match=r"topic 'cdc' partition 1 offset 11: value does not decompress"):
+        decode_canal_records(records(compress("lz4", b"{}"), b"not lz4"), compression="lz4")
+
+
+def test_values_become_lines_straight_from_the_arrow_buffers() -> None:
+    """`_lines` reads the offsets and bytes of an Arrow array (a slice, 32- or 64-bit offsets); an empty
+    value among the messages is still named."""
+    import pyarrow as pa
+
+    from backfill.sources.ticdc.canal_kafka import _lines
+
+    values = [b"a", b"", b"bc", b"d"]
+    for typ in (pa.binary(), pa.large_binary()):
+        assert _lines(pa.array(values, typ)) == b"a\n\nbc\nd\n"
+        assert _lines(pa.array(values, typ).slice(1, 2)) == b"\nbc\n"
+        assert _lines(pa.array([], typ)) == b"" and _lines(pa.array([b""], typ)) == b"\n"
+    with pytest.raises(InputError, match=r"topic 'cdc' partition 1 offset 11: empty message value"):
+        decode_canal_records(records(INSERT, b""))
+
+
 def test_a_decimal_without_precision_asks_for_content_compatible() -> None:
     loose = {**INSERT, "mysqlType": {"id": "int", "name": "varchar", "price": "decimal"}}
     with pytest.raises(

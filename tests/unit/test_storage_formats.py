@@ -438,6 +438,12 @@ def test_canal_json_whole_file_and_line_by_line_agree() -> None:
     assert whole[-1]["OfficeLocation"] is None and whole[1]["LastName"] is None
 
 
+def canal_row(kind: str, ts: int, data: dict, old: dict | None = None) -> str:
+    """One canal-json row line with its commit ts; ``old`` the old values of an UPDATE."""
+    return json.dumps({"type": kind, "isDdl": False, "data": [data], "old": None if old is None else [old],
+                       "_tidb": {"commitTs": ts}})  # fmt: skip
+
+
 def test_canal_json_columnar_and_exact_paths_agree() -> None:
     """A plain file is typed column by column by Arrow's JSON reader, where an absent column reads as NULL;
     the exact path (one struct a row, taken for a file with a blank line) tells absent from NULL. Both give
@@ -445,21 +451,17 @@ def test_canal_json_columnar_and_exact_paths_agree() -> None:
     an update whose old values leave the key out (not a moved key), DDL and watermark lines skipped."""
     from backfill.sources.ticdc.canal_json import _columnar
 
-    def row(kind: str, ts: int, data: dict, old: dict | None = None) -> str:
-        return json.dumps({"type": kind, "isDdl": False, "data": [data], "old": [old] if old else None,
-                           "_tidb": {"commitTs": ts}})  # fmt: skip
-
     full = {"id": "1", "LastName": "A", "FirstName": "B", "HireDate": "2020-01-02", "OfficeLocation": "X"}
     body = [
-        row("INSERT", 10, full),
-        row("INSERT", 11, {**full, "id": "2", "OfficeLocation": None}),  # a NULL, not absent
-        row("INSERT", 12, {k: v for k, v in {**full, "id": "3"}.items() if k != "OfficeLocation"}),
+        canal_row("INSERT", 10, full),
+        canal_row("INSERT", 11, {**full, "id": "2", "OfficeLocation": None}),  # a NULL, not absent
+        canal_row("INSERT", 12, {k: v for k, v in {**full, "id": "3"}.items() if k != "OfficeLocation"}),
         json.dumps({"type": "TIDB_WATERMARK", "isDdl": False, "data": None, "_tidb": {"watermarkTs": 12}}),
-        row("UPDATE", 13, {**full, "LastName": "C"}, {"LastName": "A"}),  # only the changed column
+        canal_row("UPDATE", 13, {**full, "LastName": "C"}, {"LastName": "A"}),  # only the changed column
         json.dumps(
             {"type": "ALTER", "isDdl": True, "sql": "ALTER TABLE t ADD x INT", "_tidb": {"commitTs": 14}}
         ),
-        row("DELETE", 15, {"id": "2"}),  # delete-only-output-handle-key-columns
+        canal_row("DELETE", 15, {"id": "2"}),  # delete-only-output-handle-key-columns
     ]
     schema = canal_employee_schema()
     names = tuple(c.name for c in schema.columns)
@@ -474,6 +476,91 @@ def test_canal_json_columnar_and_exact_paths_agree() -> None:
     ]  # fmt: skip
     assert columnar[1]["OfficeLocation"] is None and columnar[2]["OfficeLocation"] is None
     assert columnar[3]["LastName"] == "C"
+
+
+def test_canal_json_updates_of_a_table_without_a_key_columnar_and_exact_agree() -> None:
+    """A table without a key is a multiset: an UPDATE deletes its old row (the old values over the new ones)
+    and puts the new one. The columnar path does it with Arrow, the exact path row by row: the same changes,
+    whether ``old`` holds only the changed columns, a NULL (kept, not taken from the new row), nothing, or
+    is missing (a plain PUT); an absent value of the PUT is still filled like TiCDC."""
+    from backfill.sources.ticdc.canal_json import _columnar
+
+    cols = (
+        TableColumn("k", "INT", precision="11", nullable="false"),
+        TableColumn("v", "VARCHAR", default="dflt", precision="8"),
+        TableColumn("w", "VARCHAR", precision="8"),
+    )
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 3).table_info(3))
+    body = [
+        canal_row("INSERT", 10, {"k": "1", "v": "a", "w": "x"}),
+        canal_row("UPDATE", 11, {"k": "1", "v": "b", "w": "x"}, {"v": "a"}),  # only the changed column
+        json.dumps({"type": "TIDB_WATERMARK", "isDdl": False, "data": None, "_tidb": {"watermarkTs": 11}}),
+        canal_row("UPDATE", 12, {"k": "1", "v": "b", "w": "y"}, {"k": "1", "v": "b", "w": None}),
+        canal_row("UPDATE", 13, {"k": "2", "w": None}, {"k": "1"}),  # v absent from both: the PUT's filled
+        canal_row("UPDATE", 14, {"k": "2", "v": "c", "w": "z"}),  # no old values: a PUT only
+        json.dumps(
+            {"type": "ALTER", "isDdl": True, "sql": "ALTER TABLE t ADD x INT", "_tidb": {"commitTs": 15}}
+        ),
+        canal_row("UPDATE", 16, {"k": "3", "v": "c", "w": "z"}, {}),  # old values without a column
+        canal_row("DELETE", 17, {"k": "3", "v": "c", "w": "z"}),
+    ]
+    names = tuple(c.name for c in schema.columns)
+    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, []) is not None, "left the columnar path"
+    columnar = decode_canal(body, schema)
+    exact = decode_canal([body[0], "", *body[1:]], schema)
+    assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
+    assert [(r["_tidb_op"], r["k"], r["v"], r["w"], r["_tidb_commit_ts"], r["_tidb_line"]) for r in columnar] == [
+        ("PUT", 1, "a", "x", 10, 1),
+        ("DELETE", 1, "a", "x", 11, 2), ("PUT", 1, "b", "x", 11, 2),
+        ("DELETE", 1, "b", None, 12, 4), ("PUT", 1, "b", "y", 12, 4),
+        ("DELETE", 1, None, None, 13, 5), ("PUT", 2, "dflt", None, 13, 5),
+        ("PUT", 2, "c", "z", 14, 6),
+        ("DELETE", 3, "c", "z", 16, 8), ("PUT", 3, "c", "z", 16, 8),
+        ("DELETE", 3, "c", "z", 17, 9),
+    ]  # fmt: skip
+
+
+def test_canal_json_null_written_or_left_out_columnar_and_exact_agree() -> None:
+    """The columnar path takes a NULL its row writes as `"name":null` (TiCDC's compact JSON) as present and
+    decodes the other rows with a NULL exactly: the same changes as the exact path, whether the text is
+    another column's (`"OfficeLocation":null` is not `"Location":null`), inside a string, or spaced."""
+    from backfill.sources.ticdc.canal_json import _columnar, _null_text
+
+    cols = (
+        TableColumn("id", "INT", precision="11", is_pk="true", nullable="false"),
+        TableColumn("Location", "VARCHAR", default="dflt", precision="32"),
+        TableColumn("OfficeLocation", "VARCHAR", precision="32"),
+        TableColumn("Note", "VARCHAR", precision="32"),
+    )
+    schema = TableSchema.from_table_info(TableDefinition("t", "d", 1, 1, "", 0, cols, 4).table_info(3))
+
+    def compact(ts: int, data: dict) -> str:
+        return json.dumps(
+            {"type": "INSERT", "data": [data], "_tidb": {"commitTs": ts}}, separators=(",", ":")
+        )
+
+    body = [
+        compact(10, {"id": "1", "OfficeLocation": None, "Note": "x"}),  # Location left out
+        compact(11, {"id": "2", "Location": None, "OfficeLocation": "y", "Note": '"Location":null'}),
+        compact(
+            12, {"id": "3", "OfficeLocation": "z", "Note": '"Location":null'}
+        ),  # left out, text in a string
+        canal_row(
+            "INSERT", 13, {"id": "4", "Location": None, "OfficeLocation": None, "Note": None}
+        ),  # spaced
+        canal_row("INSERT", 14, {"id": "5"}),
+    ]
+    names = tuple(c.name for c in schema.columns)
+    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"]) is not None
+    columnar = decode_canal(body, schema)
+    exact = decode_canal([body[0], "", *body[1:]], schema)
+    assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
+    assert [(r["id"], r["Location"], r["OfficeLocation"], r["Note"]) for r in columnar] == [
+        (1, "dflt", None, "x"), (2, None, "y", '"Location":null'), (3, "dflt", "z", '"Location":null'),
+        (4, None, None, None), (5, "dflt", None, None),
+    ]  # fmt: skip
+    assert _null_text("Location", names) == '"Location":null'
+    assert _null_text("a b", ["a b"]) is None and _null_text("a", ["a", 'b"a']) is None
 
 
 def _values(column: object) -> list[object]:

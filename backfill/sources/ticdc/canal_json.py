@@ -19,6 +19,7 @@ from operator import attrgetter
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pa_json
@@ -278,32 +279,46 @@ def _columnar(
     as raw JSON, then Arrow's JSON reader types all rows of the file at once (1.4x faster than one struct
     and one string per value). None whenever the file is not plain (a line that does not parse, a row that
     does not fit the schema, an update that moves its key, a key left out): the exact path then decides,
-    and names the line of a problem.
+    and names the line of a problem. A table without a key has its updates' old rows deleted here too.
 
     Arrow reads an absent column as NULL. Where that matters (a PUT with a NULL value is filled like TiCDC
-    fills an absent column; a key must be present) the rows in question are decoded once more exactly."""
+    fills an absent column; a key must be present) and the row's text does not say ``"name":null``, the
+    row is decoded once more exactly (:func:`_absent`)."""
     messages = _whole_file(raw, terminator, _RAW_MESSAGES)
     simple = _one_row_each(messages, range(1, len(messages) + 1)) if messages is not None else None
     if simple is None:
         return None
     kept, rows, ops, commit_ts, lines = simple
     keys = [k for k in key_names if k in column_names]
+    updates = [i for i, m in enumerate(kept) if m.old and m.type == "UPDATE"]
     try:
-        values = _arrow_rows(rows, column_names)
-        _refuse_moved_keys(kept, values, column_names, keys)
-        filled = _absent(rows, ops, values, column_names, keys)
+        blob = _joined(rows)
+        values = _arrow_rows(blob, len(rows), column_names)
+        olds = _exact_rows(column_names, [kept[i].old[0] for i in updates])
+        if keys:
+            _refuse_moved_keys(updates, olds, values, column_names, keys)
+        filled = _absent(rows, blob, ops, values, column_names, keys)
     except _NotPlain:
         return None
-    return ParsedRows(ops, commit_ts, lines, [values.column(i) for i in range(len(column_names))], filled)
+    parsed = ParsedRows(ops, commit_ts, lines, [values.column(i) for i in range(len(column_names))], filled)
+    return _old_rows_deleted(parsed, updates, olds, column_names) if updates and not keys else parsed
 
 
-def _arrow_rows(rows: list[Any], column_names: tuple[str, ...]) -> pa.Table:
-    """Raw JSON row objects typed as one string column per schema column (NULL where null or absent)."""
-    if not rows:
+def _joined(rows: list[Any]) -> bytes:
+    """Raw JSON row objects one a line (a raw JSON value holds no newline); :class:`_NotPlain` unless each
+    is an object (a bare `null` row line crashes pyarrow 20's reader)."""
+    blob = b"\n".join(rows)
+    if rows and (not blob.startswith(b"{") or blob.count(b"\n{") != len(rows) - 1):
+        raise _NotPlain
+    return blob
+
+
+def _arrow_rows(blob: bytes, count: int, column_names: tuple[str, ...]) -> pa.Table:
+    """``count`` raw JSON row objects (:func:`_joined`) typed as one string column per schema column (NULL
+    where null or absent); a row that does not fit (not text, a column not in the schema, a column given
+    twice, not UTF-8) is :class:`_NotPlain`."""
+    if not count:
         return pa.table({name: pa.array([], pa.string()) for name in column_names})
-    blob = b"\n".join(rows)  # a raw JSON value holds no newline: one row a line
-    if not blob.startswith(b"{") or blob.count(b"\n{") != len(rows) - 1:
-        raise _NotPlain  # only objects go to Arrow's reader (a bare `null` row line crashes pyarrow 20)
     schema = pa.schema([(name, pa.string()) for name in column_names])
     try:
         table = pa_json.read_json(
@@ -314,22 +329,17 @@ def _arrow_rows(rows: list[Any], column_names: tuple[str, ...]) -> pa.Table:
         table.validate(full=True)  # the reader does not check UTF-8 (neither does msgspec in a raw value)
     except (pa.ArrowException, ValueError):
         raise _NotPlain from None
-    if table.num_rows != len(rows):
+    if table.num_rows != count:
         raise _NotPlain
     return table
 
 
 def _refuse_moved_keys(
-    messages: list[Any], values: pa.Table, column_names: tuple[str, ...], keys: Sequence[str]
+    updates: list[int], olds: list[Any], values: pa.Table, column_names: tuple[str, ...], keys: Sequence[str]
 ) -> None:
-    """:func:`_an_update_moves_key` for raw rows, raising :class:`_NotPlain`: the old values are decoded
-    exactly (an absent key column is not a changed one), the new keys are taken from the typed rows."""
-    updates = [i for i, m in enumerate(messages) if m.old and m.type == "UPDATE"]
-    if not updates:
-        return
-    if not keys:
-        raise _NotPlain
-    olds = _exact_rows(column_names, [messages[i].old[0] for i in updates])
+    """:func:`_an_update_moves_key` for raw rows, raising :class:`_NotPlain`: ``olds`` are the old values
+    of the ``updates`` decoded exactly (an absent key column is not a changed one), the new keys are taken
+    from the typed rows."""
     index = pa.array(updates, pa.int64())
     fields = _fields(column_names)
     for key in keys:
@@ -339,20 +349,74 @@ def _refuse_moved_keys(
             raise _NotPlain
 
 
+def _old_rows_deleted(
+    rows: ParsedRows, updates: list[int], olds: list[Any], column_names: tuple[str, ...]
+) -> ParsedRows:
+    """A table without a key is a multiset, so an update takes its old row away and adds the new one: a
+    DELETE of the old values over the new row's (``old`` may hold only the changed columns) right before
+    the update's PUT, at its commit ts and line, as :func:`_each_row` does for the exact path."""
+    rows = rows.as_arrays()
+    index = pa.array(updates, pa.int64())
+    order = _each_before_its_update(len(rows), updates)
+
+    def placed(column: pa.Array, added: pa.Array) -> pa.Array:
+        return pa.concat_arrays([column, added]).take(order)
+
+    old_values = [
+        _over(list(map(attrgetter(field), olds)), column.take(index))
+        for field, column in zip(_fields(column_names), rows.values, strict=True)
+    ]
+    return ParsedRows(
+        placed(rows.ops, pa.array([DELETE] * len(updates), pa.string())),
+        placed(rows.commit_ts, rows.commit_ts.take(index)),
+        placed(rows.lines, rows.lines.take(index)),
+        [placed(new, old) for new, old in zip(rows.values, old_values, strict=True)],
+        None if rows.filled is None else [placed(f, pa.array([False] * len(updates))) for f in rows.filled],
+    )
+
+
+def _over(old: list[Any], new: pa.Array) -> pa.Array:
+    """Old values (UNSET where ``old`` left the column out) over the new ones."""
+    absent = pa.array([v is UNSET for v in old], pa.bool_())
+    return pc.if_else(absent, new, pa.array([None if v is UNSET else v for v in old], pa.string()))
+
+
+def _each_before_its_update(count: int, updates: list[int]) -> pa.Array:
+    """Indices into ``count`` rows followed by one added row per update, which put each added row right
+    before the row of its update."""
+    places = np.concatenate([np.arange(count) * 2 + 1, np.asarray(updates, np.int64) * 2])
+    return pa.array(np.argsort(places, kind="stable"))
+
+
 def _absent(
-    rows: list[Any], ops: list[str], values: pa.Table, column_names: tuple[str, ...], keys: Sequence[str]
+    rows: list[Any],
+    blob: bytes,
+    ops: list[str],
+    values: pa.Table,
+    column_names: tuple[str, ...],
+    keys: Sequence[str],
 ) -> list[list[bool]] | None:
     """Per column, which rows left it out (None: none did), found where NULL is ambiguous: a PUT with a
-    NULL (an absent value is filled), any row with a NULL key (an absent key is an error: _NotPlain)."""
+    NULL (an absent value is filled), any row with a NULL key (an absent key is an error: _NotPlain). A
+    NULL its row writes as ``"name":null`` is no question (:func:`_null_text`); the rows with another one
+    are decoded once more exactly."""
     if not any(values.column(i).null_count for i in range(len(column_names))):
         return None
-    nulls = values.column(0).is_null()
-    for i in range(1, len(column_names)):
-        nulls = pc.or_(nulls, values.column(i).is_null())
-    ambiguous = pc.and_(nulls, pc.equal(pa.array(ops, pa.string()), PUT))
-    for key in keys:
-        ambiguous = pc.or_(ambiguous, values.column(key).is_null())
-    where = pc.indices_nonzero(ambiguous).to_pylist()
+    puts = pc.equal(pa.array(ops, pa.string()), PUT)
+    texts = pc.split_pattern(pa.array([blob], pa.large_binary()), b"\n").flatten()  # rows' JSON, one each
+    if len(texts) != len(rows):
+        raise _NotPlain
+    unwritten = [np.zeros(0, np.uint64)]  # indices_nonzero gives uint64
+    for name, column in zip(column_names, values.columns, strict=True):
+        if column.null_count:
+            nulls = pc.indices_nonzero(column.is_null() if name in keys else pc.and_(column.is_null(), puts))
+            written = _null_text(name, column_names)
+            if written is not None:
+                nulls = nulls.filter(pc.invert(pc.match_substring(texts.take(nulls), written)))
+            unwritten.append(nulls.to_numpy())
+    where = np.unique(np.concatenate(unwritten)).tolist()
+    if not where:
+        return None
     fields = _fields(column_names)
     key_fields = {fields[column_names.index(k)] for k in keys}
     filled = [[False] * len(rows) for _ in fields]
@@ -364,6 +428,21 @@ def _absent(
                     raise _NotPlain
                 filled[i][row] = found = True
     return filled if found else None
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_$]+")
+
+
+def _null_text(name: str, column_names: Sequence[str]) -> str | None:
+    """The text that proves a column present and null in a row Arrow has read (an object of known, distinct
+    columns with text or null values): ``"name":null``, as TiCDC writes it. Only for a plain name, in a
+    table with no quote in a column name: a ``"`` before the name is then either a key's opening quote, or
+    a string's closing one (a name character cannot follow), or an escaped one inside a string (which the
+    quote after the name would end, making it a key whose name holds a quote). None where that does not
+    hold; other spacing is not matched, so such a row is decoded exactly."""
+    if not _PLAIN_NAME.fullmatch(name) or any('"' in other for other in column_names):
+        return None
+    return f'"{name}":null'
 
 
 def _exact_rows(column_names: tuple[str, ...], rows: list[Any]) -> list[Any]:

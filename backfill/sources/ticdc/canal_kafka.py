@@ -16,10 +16,11 @@ from a row message's ``mysqlType`` and ``pkNames`` when no schema folder is conf
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -76,17 +77,17 @@ def _head(value: bytes, where: Where) -> _Head:
         raise _error(where, f"not UTF-8 text (byte {exc.start})") from None
 
 
-def _heads(values: list[bytes | None], place: Any) -> list[_Head]:
+def _heads(values: pa.Array, place: Callable[[int], Where]) -> list[_Head]:
     """Every message's head in one parse (values one per line); a failure is located message by message."""
-    if all(values):  # a value with a line break inside makes the count differ: then one by one
-        try:
-            heads = _HEADS.decode_lines(b"\n".join(values))  # type: ignore[arg-type]
+    if not values.null_count and (not len(values) or pc.min(pc.binary_length(values)).as_py() > 0):
+        try:  # a value with a line break inside makes the count differ: then one by one
+            heads = _HEADS.decode_lines(_lines(values))
             if len(heads) == len(values):
                 return heads
         except (msgspec.DecodeError, UnicodeDecodeError):
             pass
     out = []
-    for i, raw in enumerate(values):
+    for i, raw in enumerate(values.to_pylist()):
         if not raw:
             raise _error(place(i), "empty message value")
         out.append(_head(raw, place(i)))
@@ -94,36 +95,85 @@ def _heads(values: list[bytes | None], place: Any) -> list[_Head]:
 
 
 def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str = "none") -> pa.Table:
-    """Kafka records (columns value, topic, partition, offset) -> events (``EVENT_SCHEMA``), in order."""
+    """Kafka records (columns value, topic, partition, offset) -> events (``EVENT_SCHEMA``), in order.
+
+    Only the values' heads are read in Python; the records' columns go to the events as Arrow arrays (a
+    Python object per message and column, there and back, cost as much as the parse: one per row change)."""
     check_codec(compression)
-    values = records.column("value").to_pylist()
-    topics = records.column("topic").to_pylist()
-    partitions = records.column("partition").to_pylist()
-    offsets = records.column("offset").to_pylist()
-    n = len(values)
+    value, topic, partition, offset = (
+        _array(records, name) for name in ("value", "topic", "partition", "offset")
+    )
+    place = _places(records)
+    if compression != "none":
+        value = pa.array(_decompressed(value.to_pylist(), compression, place), pa.binary())
+    types, ts, schemas, tables, queries = _routes(_heads(value, place), place)
+    n = len(value)
+    kinds = pa.array(types, pa.int8())
+    arrays = [
+        topic.cast(pa.string()), partition.cast(pa.int32()), offset.cast(pa.int64()),
+        pa.array(np.zeros(n, np.int32)), kinds, pa.array(ts, pa.uint64()),
+        pa.array(schemas, pa.string()), pa.array(tables, pa.string()),
+        pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), pa.array(np.zeros(n, np.bool_)), pa.nulls(n, pa.string()),
+        pc.if_else(pc.equal(kinds, ROW), value.cast(pa.binary()), pa.scalar(None, pa.binary())),
+        pa.array(queries, pa.string()), pa.nulls(n, pa.int32()),
+    ]  # fmt: skip
+    return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+
+
+def _lines(values: pa.Array) -> bytes:
+    """Binary values one a line, each ended by a newline, straight from the Arrow buffers: joining a list
+    of them (a Python object each) costs twice as much."""
+    if not len(values):
+        return b""
+    wide = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    width = np.dtype(np.int64 if wide else np.int32)
+    _, offsets_buffer, data_buffer = values.buffers()
+    offsets = np.frombuffer(offsets_buffer, width, len(values) + 1, values.offset * width.itemsize)
+    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    return np.insert(data[offsets[0] : offsets[-1]], offsets[1:] - offsets[0], ord("\n")).tobytes()
+
+
+def _array(records: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
+    column = records.column(name)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _places(records: pa.Table | pa.RecordBatch) -> Callable[[int], Where]:
+    """Message index -> its place in Kafka, read from the Arrow columns only when an error asks."""
+    topic, partition, offset = (_array(records, name) for name in ("topic", "partition", "offset"))
+    return lambda i: Where(topic[i].as_py(), partition[i].as_py(), offset[i].as_py())
+
+
+def _decompressed(
+    values: list[bytes | None], compression: str, place: Callable[[int], Where]
+) -> list[bytes | None]:
+    out = list(values)
+    for i, raw in enumerate(out):
+        try:
+            out[i] = decompress(compression, raw) if raw else raw
+        except ValueError as exc:
+            raise _error(place(i), f"value does not decompress ({exc})") from None
+    return out
+
+
+def _routes(
+    heads: list[_Head], place: Callable[[int], Where]
+) -> tuple[list[int], list[int], list[str | None], list[str | None], list[str | None]]:
+    """Per message its event type, ts, schema, table and DDL query (None where the event has none); a
+    message the events cannot be complete without (no TiDB extension, a large message's handle only) is
+    refused naming it."""
+    n = len(heads)
     types: list[int] = [ROW] * n
     ts: list[int] = [0] * n
     schemas: list[str | None] = [None] * n
     tables: list[str | None] = [None] * n
-    row_values: list[bytes | None] = list(values)
     queries: list[str | None] = [None] * n
-
-    def place(i: int) -> Where:
-        return Where(topics[i], partitions[i], offsets[i])
-
-    if compression != "none":
-        for i, raw in enumerate(row_values):
-            try:
-                row_values[i] = decompress(compression, raw) if raw else raw
-            except ValueError as exc:
-                raise _error(place(i), f"value does not decompress ({exc})") from None
-    heads = _heads(row_values, place)
     for i, head in enumerate(heads):
         tidb = head.tidb
         if head.type == WATERMARK and not head.isDdl:
             if tidb is None or tidb.watermarkTs is None:
                 raise _error(place(i), f"a watermark without _tidb.watermarkTs; {_EXTENSION}")
-            types[i], ts[i], row_values[i] = RESOLVED, tidb.watermarkTs, None
+            types[i], ts[i] = RESOLVED, tidb.watermarkTs
             continue
         if tidb is None or tidb.commitTs is None:
             raise _error(place(i), f"no _tidb.commitTs; {_EXTENSION}")
@@ -135,25 +185,8 @@ def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str
             raise _error(place(i), incomplete_message(fetch, f"{head.database}.{head.table}", tidb.commitTs))
         ts[i], schemas[i], tables[i] = tidb.commitTs, head.database or "", head.table or ""
         if head.isDdl:
-            types[i], queries[i], row_values[i] = DDL, head.sql or "", None
-    cols = {
-        "topic": topics,
-        "partition": partitions,
-        "offset": offsets,
-        "index": [0] * n,
-        "type": types,
-        "ts": ts,
-        "schema": schemas,
-        "table": tables,
-        "row_id": [None] * n,
-        "physical_id": [None] * n,
-        "handle_only": [False] * n,
-        "claim_check": [None] * n,
-        "value": row_values,
-        "ddl_query": queries,
-        "ddl_type": [None] * n,
-    }
-    return pa.Table.from_pydict(cols, schema=EVENT_SCHEMA)
+            types[i], queries[i] = DDL, head.sql or ""
+    return types, ts, schemas, tables, queries
 
 
 def typed_canal_rows(
@@ -163,20 +196,17 @@ def typed_canal_rows(
     source's canal-json; ``_tidb_line`` is the message's offset times 2^20 (the collapse's last order)."""
     from backfill.changes.collapse import LINE
 
-    values = events.column("value").to_pylist()
-    topics = events.column("topic").to_pylist()
-    partitions = events.column("partition").to_pylist()
-    offsets = events.column("offset")
+    place = _places(events)
 
     def where(line: int) -> str:
-        return f"canal-json: {Where(topics[line - 1], partitions[line - 1], offsets[line - 1].as_py())}"
+        return f"canal-json: {place(line - 1)}"
 
     names = [c.name for c in schema.columns]
     keys = [k for k in schema.pk_columns if k in schema.by_name]
-    rows = parse_canal_json(b"\n".join(values) + b"\n", "\n", names, keys, where)
+    rows = parse_canal_json(_lines(_array(events, "value")), "\n", names, keys, where)
     typed = to_arrow(schema, rows, TextDialect("latin1", True, time_zone), where=where, stats=stats)
     positions = pc.subtract(typed.column(LINE), 1)
-    line = event_line(pc.take(offsets, positions))
+    line = event_line(pc.take(events.column("offset"), positions))
     return typed.set_column(typed.schema.get_field_index(LINE), LINE, line)
 
 
