@@ -35,20 +35,25 @@ import gc
 import json
 import random
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from backfill.codec.schema import TableSchema
 from backfill.sources.ticdc.compression import check_codec, compress
 from backfill.sources.ticdc.open_protocol import RESOLVED, frame
-from tidbsim.changelog import CHANGELOG_PATH, read_changelog, read_changelog_chunks
+from tidbsim.changelog import CHANGELOG_PATH, ColumnarChunk, RowGroup, read_changelog, read_changelog_columnar
 from tidbsim.dispatch import Dispatcher
 from tidbsim.storage_codec import CanalJsonEncoder
 from tidbsim.ticdc_open import (
     FLAVORS,
     RowValueEncoder,
+    _row_key_names,
+    arrow_bytes,
     ddl_value_json,
     go_value,
     handle_columns,
@@ -57,8 +62,6 @@ from tidbsim.ticdc_open import (
 from tidelake.conventions import ROWID
 
 MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
-RECORDS_PER_BATCH = 4096
-"""Change-log records whose row values are written together (per table version, column by column)."""
 
 
 @dataclass(frozen=True)
@@ -314,59 +317,102 @@ class _Changefeed:
         self.history.append((fts, to, key, value))
         self.since_resolved.clear()
 
-    def encode(
-        self, records: Sequence[tuple[Any, ...]], start_ts: int
-    ) -> list[tuple[int, bytes, bytes] | None]:
+    def encode(self, chunk: ColumnarChunk, start_ts: int) -> list[tuple[int, bytes, bytes] | None]:
         """Partition, key and value of each row record after ``start_ts`` (None for the other records),
-        the values of a table version's rows written together (``RowValueEncoder.values``,
-        ``CanalJsonEncoder.lines``); schema records are taken in on the way."""
+        the values of a table version's rows written together by Arrow (``RowValueEncoder.arrow_values``,
+        ``CanalJsonEncoder.arrow_lines``); schema records are taken in on the way."""
+        records = chunk.records
         out: list[tuple[int, bytes, bytes] | None] = [None] * len(records)
-        groups: dict[int, tuple[CanalJsonEncoder | RowValueEncoder, list[int]]] = {}
+        by_group: dict[int, list[int]] = {}
         for i, rec in enumerate(records):
             if rec[0] == "schema":
                 self.schema(rec[1], rec[2], rec[3])
             elif rec[0] == "row" and rec[1] > start_ts:
-                skey = rec[4]
-                encoder = self.encoders.get(skey)
-                if encoder is None:
-                    encoder = self.encoders[skey] = _new_encoder(self.feed, self.schemas[skey], rec[2])
-                groups.setdefault(id(encoder), (encoder, []))[1].append(i)
+                ref = rec[6] if rec[6] is not None else rec[7]
+                by_group.setdefault(ref[0], []).append(i)
         feed, mine = self.feed, self.partitions
-        for encoder, rows_at in groups.values():
+        for g, every in by_group.items():
+            group = chunk.groups[g]
+            partitions = self._partitions(group, [records[i] for i in every])
             at = []
-            for i in rows_at:
-                r = records[i]
-                partition = self._partition(
-                    self.schemas[r[4]], r[2], r[3], r[1], r[6] if r[6] is not None else r[7]
-                )
+            for i, partition in zip(every, partitions, strict=True):
+                out[i] = (partition, b"", b"")  # another process publishes it: what it holds is not sent
                 if mine is None or partition in mine:
                     at.append(i)
-                out[i] = (partition, b"", b"")  # another process publishes it: what it holds is not sent
+            if not at:
+                continue
             rows = [records[i] for i in at]
+            new = [-1 if r[6] is None else r[6][1] for r in rows]
+            old = [-1 if r[7] is None else r[7][1] for r in rows]
+            if any(r[7] is not None and r[7][0] != g for r in rows):
+                raise ValueError(
+                    f"change log: an update's old and new rows of {group.skey} differ in columns"
+                )
+            encoder = self.encoders.get(group.skey)
+            if encoder is None:
+                encoder = self.encoders[group.skey] = _new_encoder(feed, self.schemas[group.skey], rows[0][2])
             if isinstance(encoder, CanalJsonEncoder):
-                values = encoder.lines([(r[1], r[6], r[7]) for r in rows], build_ms=0)
+                texts = encoder.arrow_lines(group, [r[1] for r in rows], new, old, build_ms=0)
                 keys = [b""] * len(rows)
             else:
-                drop_old = not feed.output_old_value
-                values = encoder.values(
-                    [(r[6], None if drop_old and r[6] is not None else r[7]) for r in rows]
-                )
-                keys = [self._key(r) for r in rows]
+                if not feed.output_old_value:
+                    old = [o if n < 0 else -1 for n, o in zip(new, old, strict=True)]
+                texts = encoder.arrow_values(group, new, old)
+                keys = self._keys(group, rows, new, old)
+            values = arrow_bytes(texts)
             if feed.compression != "none":
                 values = [compress(feed.compression, v) for v in values]
             for i, key, value in zip(at, keys, values, strict=True):
                 out[i] = (out[i][0], key, value)  # type: ignore[index]
         return out
 
-    def _key(self, rec: tuple[Any, ...]) -> bytes:
-        """An open-protocol row event's key."""
-        _, cts, db, table, skey, ptn, new, old = rec
-        schema = self.schemas[skey]
-        row = new if new is not None else old
-        rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
-        if schema.pk_kind == "int":
-            rowid = row[schema.pk_columns[0]]
-        return key_json(cts, db, table, flavor=self.feed.flavor, row_id=rowid, physical_id=ptn)
+    def _partitions(self, group: RowGroup, rows: list[tuple[Any, ...]]) -> list[int]:
+        """The partition of each row record (of ``group``)."""
+        rule = self.dispatcher.rule
+        if rule == "ts":
+            return [r[1] % self.feed.partitions for r in rows]
+        schema = self.schemas[group.skey]
+        if rule in ("default", "table"):
+            return [self._partition(schema, r[2], r[3], r[1], {}) for r in rows]
+        names = [n for n in {*handle_columns(schema), *self.feed.columns} if n in group.names]
+        taken = pa.array([r[6][1] if r[6] is not None else r[7][1] for r in rows])
+        columns = {n: group.python_column(group.names.index(n), taken) for n in names}
+        return [
+            self._partition(schema, r[2], r[3], r[1], {n: values[k] for n, values in columns.items()})
+            for k, r in enumerate(rows)
+        ]
+
+    def _keys(
+        self, group: RowGroup, rows: list[tuple[Any, ...]], new: list[int], old: list[int]
+    ) -> list[bytes]:
+        """The open-protocol keys of row records (of ``group``; ``new``/``old``: their rows in it)."""
+        schema = self.schemas[group.skey]
+        name = (
+            ROWID if schema.pk_kind == "rowid" else schema.pk_columns[0] if schema.pk_kind == "int" else None
+        )
+        if name is None or name not in group.names:
+            if schema.pk_kind == "int":
+                raise KeyError(name)
+            row_ids: list[Any] = [None] * len(rows)
+        else:
+            taken = pa.array([n if n >= 0 else o for n, o in zip(new, old, strict=True)])
+            row_ids = group.python_column(group.names.index(name), taken)
+        flavor = self.feed.flavor
+        if flavor != "tiflow" or not all(r[2] and r[3] for r in rows):
+            return [
+                key_json(r[1], r[2], r[3], flavor=flavor, row_id=rid, physical_id=r[5])
+                for r, rid in zip(rows, row_ids, strict=True)
+            ]
+        text = pc.binary_join_element_wise(
+            '{"ts":',
+            pa.array([r[1] for r in rows], pa.uint64()).cast(pa.string()),
+            pa.array([_row_key_names(r[2], r[3]) for r in rows], pa.string()),
+            pa.array([',"rid":' + str(rid) if rid else "" for rid in row_ids], pa.string()),
+            pa.array([',"ptn":' + str(r[5]) if r[5] is not None else "" for r in rows], pa.string()),
+            ',"t":1}',
+            "",
+        )
+        return arrow_bytes(text)
 
     def row(self, cts: int, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
         """Send a row event (:meth:`encode` wrote it); the batch it closes, if any."""
@@ -427,8 +473,8 @@ def _changefeed_messages(
             if mark >= last_ts:
                 yield from run.resolved(mark)
 
-    for records in _batches(read_changelog_chunks(out / CHANGELOG_PATH), RECORDS_PER_BATCH):
-        for rec, encoded in zip(records, run.encode(records, start_ts), strict=True):
+    for chunk in read_changelog_columnar(out / CHANGELOG_PATH):
+        for rec, encoded in zip(chunk.records, run.encode(chunk, start_ts), strict=True):
             if rec[0] == "schema":
                 continue
             ts = rec[1]
@@ -446,18 +492,6 @@ def _changefeed_messages(
                 yield full
     yield from resolved_below(final + 1)  # every scan's resolved point left
     yield from run.producer.flush()
-
-
-def _batches(chunks: Iterable[list[tuple[Any, ...]]], size: int) -> Iterator[list[tuple[Any, ...]]]:
-    """The change log's records in lists of about ``size`` (whole chunks as they were read)."""
-    batch: list[tuple[Any, ...]] = []
-    for chunk in chunks:
-        batch += chunk
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def publish_changefeed(
