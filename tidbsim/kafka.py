@@ -34,18 +34,20 @@ from __future__ import annotations
 import gc
 import json
 import random
+import struct
 import time
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec.schema import TableSchema
 from backfill.sources.ticdc.compression import check_codec, compress
-from backfill.sources.ticdc.open_protocol import RESOLVED, frame
+from backfill.sources.ticdc.open_protocol import BATCH_VERSION, RESOLVED, frame
 from tidbsim.changelog import CHANGELOG_PATH, ColumnarChunk, RowGroup, read_changelog, read_changelog_columnar
 from tidbsim.dispatch import Dispatcher
 from tidbsim.storage_codec import CanalJsonEncoder
@@ -100,7 +102,7 @@ class Changefeed:
                 raise ValueError(f"{name} must be at least 1")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs 3x to build, once per canal-json row event
 class KafkaMessage:
     topic: str
     partition: int
@@ -109,43 +111,46 @@ class KafkaMessage:
     row_events: int = field(default=0, compare=False)  # what it carries (a bench counts them)
 
 
+_BATCH_HEADER = struct.pack(">Q", BATCH_VERSION)
+
+
 class _Producer:
-    """Per-partition batches of one topic (TiCDC's open-protocol batch encoder, one per partition)."""
+    """Per-partition batches of one topic (TiCDC's open-protocol batch encoder, one per partition). Row
+    events come framed (each key and value after its u64be length, as :func:`frame` writes them)."""
 
     def __init__(self, feed: Changefeed) -> None:
         self.feed = feed
-        self.pending: list[list[tuple[bytes, bytes]]] = [[] for _ in range(feed.partitions)]
+        self.keys: list[list[bytes]] = [[] for _ in range(feed.partitions)]
+        self.values: list[list[bytes]] = [[] for _ in range(feed.partitions)]
         self.sizes = [0] * feed.partitions
 
     def add(self, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
-        """Add a row event to its partition's batch; the batch it closes, if any."""
-        batch = self.pending[partition]
-        size = len(key) + len(value) + 16
+        """Add a row event (its framed key and value) to its partition's batch; the batch it closes, if any."""
+        keys = self.keys[partition]
+        size = len(key) + len(value)
         full = None
-        if batch and (
-            len(batch) >= self.feed.max_batch_size
+        if keys and (
+            len(keys) >= self.feed.max_batch_size
             or self.sizes[partition] + size + 8 + MAX_RECORD_OVERHEAD > self.feed.max_message_bytes
         ):
             full = self._flush_one(partition)
-        self.pending[partition].append((key, value))
+            keys = self.keys[partition]
+        keys.append(key)
+        self.values[partition].append(value)
         self.sizes[partition] += size
         return full
 
     def _flush_one(self, partition: int) -> KafkaMessage:
-        batch = self.pending[partition]
-        self.pending[partition] = []
+        keys, values = self.keys[partition], self.values[partition]
+        self.keys[partition], self.values[partition] = [], []
         self.sizes[partition] = 0
         return KafkaMessage(
-            self.feed.topic,
-            partition,
-            frame([k for k, _ in batch], version=True),
-            frame([v for _, v in batch], version=False),
-            len(batch),
+            self.feed.topic, partition, _BATCH_HEADER + b"".join(keys), b"".join(values), len(keys)
         )
 
     def flush(self) -> Iterator[KafkaMessage]:
         for p in range(self.feed.partitions):
-            if self.pending[p]:
+            if self.keys[p]:
                 yield self._flush_one(p)
 
     def broadcast(
@@ -359,9 +364,14 @@ class _Changefeed:
                     old = [o if n < 0 else -1 for n, o in zip(new, old, strict=True)]
                 texts = encoder.arrow_values(group, new, old)
                 keys = self._keys(group, rows, new, old)
-            values = arrow_bytes(texts)
-            if feed.compression != "none":
-                values = [compress(feed.compression, v) for v in values]
+            if isinstance(encoder, CanalJsonEncoder):
+                values = arrow_bytes(texts)
+                if feed.compression != "none":
+                    values = [compress(feed.compression, v) for v in values]
+            elif feed.compression != "none":
+                values = [_framed(compress(feed.compression, v)) for v in arrow_bytes(texts)]
+            else:
+                values = arrow_bytes(framed(texts))
             for i, key, value in zip(at, keys, values, strict=True):
                 out[i] = (out[i][0], key, value)  # type: ignore[index]
         return out
@@ -385,7 +395,7 @@ class _Changefeed:
     def _keys(
         self, group: RowGroup, rows: list[tuple[Any, ...]], new: list[int], old: list[int]
     ) -> list[bytes]:
-        """The open-protocol keys of row records (of ``group``; ``new``/``old``: their rows in it)."""
+        """The open-protocol keys of row records (of ``group``; ``new``/``old``: their rows in it), framed."""
         schema = self.schemas[group.skey]
         name = (
             ROWID if schema.pk_kind == "rowid" else schema.pk_columns[0] if schema.pk_kind == "int" else None
@@ -400,24 +410,35 @@ class _Changefeed:
         flavor = self.feed.flavor
         if flavor != "tiflow" or not all(r[2] and r[3] for r in rows):
             return [
-                key_json(r[1], r[2], r[3], flavor=flavor, row_id=rid, physical_id=r[5])
+                _framed(key_json(r[1], r[2], r[3], flavor=flavor, row_id=rid, physical_id=r[5]))
                 for r, rid in zip(rows, row_ids, strict=True)
             ]
+        names = {(r[2], r[3]) for r in rows}
+        ptns = {r[5] for r in rows}
         text = pc.binary_join_element_wise(
             '{"ts":',
             pa.array([r[1] for r in rows], pa.uint64()).cast(pa.string()),
-            pa.array([_row_key_names(r[2], r[3]) for r in rows], pa.string()),
-            pa.array([',"rid":' + str(rid) if rid else "" for rid in row_ids], pa.string()),
-            pa.array([',"ptn":' + str(r[5]) if r[5] is not None else "" for r in rows], pa.string()),
+            _row_key_names(*names.pop())
+            if len(names) == 1
+            else pa.array([_row_key_names(r[2], r[3]) for r in rows], pa.string()),
+            pa.array([',"rid":' + str(rid) if rid else "" for rid in row_ids], pa.string())
+            if any(row_ids)
+            else "",
+            ("" if None in ptns else ',"ptn":' + str(next(iter(ptns))))
+            if len(ptns) == 1
+            else pa.array([',"ptn":' + str(r[5]) if r[5] is not None else "" for r in rows], pa.string()),
             ',"t":1}',
             "",
         )
-        return arrow_bytes(text)
+        return arrow_bytes(framed(text))
 
     def row(self, cts: int, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
-        """Send a row event (:meth:`encode` wrote it); the batch it closes, if any."""
-        self.since_resolved.append((partition, key, value))
-        self.history.append((cts, partition, key, value))
+        """Send a row event (:meth:`encode` wrote it); the batch it closes, if any. What is sent again
+        is kept only while a restart is to come."""
+        if self.restarts_left:
+            self.since_resolved.append((partition, key, value))
+        if self.late_left:
+            self.history.append((cts, partition, key, value))
         self.rows_since += 1
         return self.producer.add(partition, key, value)
 
@@ -439,6 +460,22 @@ class _Changefeed:
             if n in schema.by_name
         }
         return self.dispatcher.partition(self.feed.partitions, db, table, cts, values, handle)
+
+
+def framed(texts: pa.Array) -> pa.Array:
+    """Each value after its u64be length (a piece of :func:`frame`'s batch)."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    prefix = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8), len(texts), [None, pa.py_buffer(np.diff(offsets).astype(">u8").tobytes())]
+    )
+    return pc.binary_join_element_wise(prefix.cast(pa.binary()), texts.cast(pa.binary()), b"")
+
+
+def _framed(value: bytes) -> bytes:
+    return _LENGTH.pack(len(value)) + value
+
+
+_LENGTH = struct.Struct(">Q")
 
 
 def changefeed_messages(
@@ -625,26 +662,34 @@ def publish(
             "delivery.report.only.error": True,  # no Python call per message delivered
         }
     )
-    sent: dict[tuple[str, int], int] = {}
+    counts: dict[str, dict[int, int]] = {}  # per topic, per partition
     before: dict[tuple[str, int], int] = {}  # each partition's end offset before this publish
-    topics: set[str] = set()
     produce = producer.produce
+    topic: str | None = None
+    sent_to: dict[int, int] = {}
     for n, m in enumerate(messages):
-        if m.topic not in topics:
-            topics.add(m.topic)
-            _create_topic(bootstrap, m.topic, partitions, timeout_s, admin)
-            _await_leaders(producer, m.topic, timeout_s)
-            before.update(_end_offsets(bootstrap, m.topic, time.monotonic() + timeout_s))
-        while True:
-            try:
-                produce(m.topic, m.value, m.key, m.partition)
-                break
-            except BufferError:
+        if m.topic != topic:
+            topic = m.topic
+            if topic not in counts:
+                counts[topic] = {}
+                _create_topic(bootstrap, topic, partitions, timeout_s, admin)
+                _await_leaders(producer, topic, timeout_s)
+                before.update(_end_offsets(bootstrap, topic, time.monotonic() + timeout_s))
+            sent_to = counts[topic]
+        try:
+            produce(topic, m.value, m.key, m.partition)
+        except BufferError:  # the producer's queue is full: wait for room
+            while True:
                 producer.poll(0.1)
-        where = (m.topic, m.partition)
-        sent[where] = sent.get(where, 0) + 1
+                try:
+                    produce(topic, m.value, m.key, m.partition)
+                    break
+                except BufferError:
+                    pass
+        sent_to[m.partition] = sent_to.get(m.partition, 0) + 1
         if n % 1024 == 0:
             producer.poll(0)
+    sent = {(t, p): k for t, per in counts.items() for p, k in per.items()}
     left = producer.flush(timeout_s)
     if failures or left:
         raise RuntimeError(f"publishing to {bootstrap} failed: {failures[:3]} ({left} not delivered)")

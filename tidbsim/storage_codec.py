@@ -31,6 +31,7 @@ from tidbsim.ticdc_open import (
     ArrowFastWriter,
     ArrowWriter,
     Float32,
+    arrow_bit_texts,
     arrow_date_texts,
     arrow_decimal_texts,
     arrow_floats,
@@ -404,6 +405,8 @@ def _canal_arrow_formatter(
         )
     if kind == K.BINARY:
         return arrow_latin1_strings
+    if kind == K.BIT:
+        return lambda values, tag: None if (t := arrow_bit_texts(values, tag)) is None else quoted(t)
     return arrow_memoized(slow)
 
 

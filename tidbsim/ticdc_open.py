@@ -567,8 +567,11 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([len(t) for t in texts], dtype=np.int64)
 
 
-def _escape_bytes(values: pa.Array, table: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, bytes]:
-    """Every byte of a binary array replaced by its ``table`` text: the new offsets and data."""
+def _escape_bytes(
+    values: pa.Array, table: tuple[np.ndarray, np.ndarray], *, separated: bool = False
+) -> tuple[np.ndarray, bytes]:
+    """Every byte of a binary array replaced by its ``table`` text: the new offsets and data (with
+    ``separated``, a NUL byte after each value, the offsets not counting them)."""
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
         values.offset : values.offset + len(values) + 1
     ]
@@ -581,31 +584,75 @@ def _escape_bytes(values: pa.Array, table: tuple[np.ndarray, np.ndarray]) -> tup
     texts, lengths = table
     widths = lengths[raw]
     ends = np.cumsum(widths)
+    starts = ends - widths
     at = np.repeat(np.arange(len(raw)), widths)
-    out = texts[raw[at], np.arange(int(ends[-1]) if len(ends) else 0) - (ends - widths)[at]]
+    within = np.arange(int(ends[-1]) if len(ends) else 0) - starts[at]
     new_offsets = np.concatenate(([0], ends))[offsets - offsets[0]]
+    if not separated:
+        return new_offsets, texts[raw[at], within].tobytes()
+    value_of = np.repeat(np.arange(len(values)), np.diff(offsets))  # each raw byte's value
+    out = np.zeros(len(within) + len(values), dtype=np.uint8)
+    out[(starts + value_of)[at] + within] = texts[raw[at], within]
     return new_offsets, out.tobytes()
 
 
 def arrow_go_quotes(values: pa.Array, tag: str) -> pa.Array | None:
     """:func:`go_quotes` then :func:`_quoted_json` of a binary array: '\\', '"' and ASCII controls escaped
-    on the bytes by one table lookup, each value decoded (bytes that are not UTF-8 as ``\\xNN``), and
-    the JSON escapes by Arrow; a value with a rune Go does not print goes the long way."""
+    on the bytes by one table lookup, the values decoded at once (bytes that are not UTF-8 as ``\\xNN``;
+    a NUL after each value, where none is left, ends any sequence), the JSON escapes by Arrow; a value
+    with a rune Go does not print goes the long way."""
     if tag != "bytes":
         return None
-    offsets, data = _escape_bytes(values, _GO_QUOTE_BYTES)
-    texts = [data[a:b].decode("utf-8", "backslashreplace") for a, b in itertools.pairwise(offsets.tolist())]
-    if not all(map(str.isprintable, texts)):
-        texts = [
-            t if t.isprintable() else go_quote.quote(v)
-            for t, v in zip(texts, values.to_pylist(), strict=True)
-        ]
+    _, data = _escape_bytes(values, _GO_QUOTE_BYTES, separated=True)
+    text = data.decode("utf-8", "backslashreplace")
+    texts = text.split("\x00")
+    texts.pop()  # after the last NUL
+    odd = [i for i, t in enumerate(texts) if not t.isprintable()]
+    for i in odd:
+        texts[i] = go_quote.quote(values[i].as_py())
     out = pa.array(texts, pa.string())
-    data_text = "".join(texts)
+    if odd:
+        text = "".join(texts)
     for ch, escaped in _JSON_ESCAPES:
-        if ch in data_text:
+        if ch in text:
             out = pc.replace_substring(out, ch, escaped)
     return quoted(out)
+
+
+_BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8)
+
+
+def arrow_base64(values: pa.Array) -> pa.Array:
+    """``base64.b64encode`` of each value (of a binary or string array, its UTF-8 bytes), quoted: every
+    value padded to whole 3-byte groups, each group's four letters by one table lookup, '=' for the pad."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = values.buffers()[2]
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+        if data is not None
+        else np.zeros(0, np.uint8)
+    )
+    lengths = np.diff(offsets).astype(np.int64)
+    groups = (lengths + 2) // 3
+    group_ends = np.cumsum(groups)
+    value_of = np.repeat(np.arange(len(values)), lengths)
+    padded = np.zeros(3 * int(group_ends[-1]) if len(values) else 0, dtype=np.uint8)
+    within = np.arange(len(raw)) - (offsets[:-1] - offsets[0])[value_of]
+    padded[3 * (group_ends - groups)[value_of] + within] = raw
+    triples = padded.reshape(-1, 3).astype(np.uint32)
+    bits = triples[:, 0] << 16 | triples[:, 1] << 8 | triples[:, 2]
+    letters = _BASE64[np.stack([bits >> 18, bits >> 12 & 63, bits >> 6 & 63, bits & 63], axis=1)].ravel()
+    ends = 4 * group_ends
+    pad = 3 * groups - lengths  # 0, 1 or 2 '='
+    letters[(ends - 1)[pad >= 1]] = ord("=")
+    letters[(ends - 2)[pad == 2]] = ord("=")
+    new_offsets = np.concatenate(([0], ends)).astype(np.int32)
+    texts = pa.StringArray.from_buffers(
+        len(values), pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(letters.tobytes())
+    )
+    return quoted(texts)
 
 
 def arrow_latin1_strings(values: pa.Array, tag: str) -> pa.Array | None:
@@ -703,6 +750,12 @@ def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFa
         return lambda values, tag: arrow_go_strings(values) if tag == "str" else None
     if col.tp in STRING_CODES and kind == K.BINARY and flag & FLAG_BINARY:
         return arrow_go_quotes
+    if col.tp in BLOB_CODES and kind in (K.TEXT, K.BINARY):
+        return (
+            lambda values, tag: arrow_base64(values)
+            if tag == ("str" if kind == K.TEXT else "bytes")
+            else None
+        )
     if col.tp in STRING_CODES or col.tp in BLOB_CODES:
         return None
     if kind in (K.INT, K.UINT, K.YEAR, K.UINT64):

@@ -395,8 +395,9 @@ def test_the_batch_writers_write_the_one_value_writers_text():
 
 def test_the_arrow_writers_write_the_one_value_writers_text():
     """The publisher's column writers by Arrow compute (strings with and without escapes, Go-quoted and
-    latin-1 binary strings, floats in both forms, BIT, dates and times in zones) give the one-value
+    latin-1 binary strings, base64, floats in both forms, BIT, dates and times in zones) give the one-value
     writers' texts, or None where they leave a column to them (control characters, years before 1000)."""
+    import base64
     import random
 
     import numpy as np
@@ -407,6 +408,7 @@ def test_the_arrow_writers_write_the_one_value_writers_text():
     from tidbsim.ticdc_open import (
         _quoted_json,
         _zone,
+        arrow_base64,
         arrow_bit_texts,
         arrow_date_texts,
         arrow_floats,
@@ -452,6 +454,11 @@ def test_the_arrow_writers_write_the_one_value_writers_text():
     assert arrow_latin1_strings(array, "bytes").to_pylist() == [go_string(b.decode("latin-1")) for b in blobs]
     assert arrow_go_quotes(array.slice(5, 10), "bytes").to_pylist() == [
         _quoted_json(go_quote.quote(b)) for b in blobs[5:15]
+    ]
+    want = ['"' + base64.b64encode(b).decode() + '"' for b in blobs]
+    assert arrow_base64(pa.array(blobs, pa.binary())).to_pylist() == want
+    assert arrow_base64(pa.array(texts)).to_pylist() == [
+        '"' + base64.b64encode(t.encode()).decode() + '"' for t in texts
     ]
     bits = [bytes(rng.randrange(256) for _ in range(3)) for _ in range(100)]
     assert arrow_bit_texts(pa.array(bits), "bytes").to_pylist() == [
