@@ -47,6 +47,7 @@ from tidbsim.ticdc_open import (
     go_value,
     group_sections,
     memoized,
+    null_safe,
     quoted,
     time_text,
     time_texts,
@@ -388,16 +389,18 @@ def _canal_arrow_formatter(
     """:func:`_canal_batch_formatter` by Arrow compute for the kinds and tags it can do (the same texts)."""
     kind = col.kind
     if kind in (K.INT, K.UINT, K.YEAR, K.UINT64):
-        return lambda values, tag: None if (t := arrow_integer_texts(values, tag)) is None else quoted(t)
+        return null_safe(
+            lambda values, tag: None if (t := arrow_integer_texts(values, tag)) is None else quoted(t)
+        )
     if kind in (K.TEXT, K.JSON, K.TIME, K.DECIMAL_STR):
-        return lambda values, tag: arrow_go_strings(values) if tag == "str" else None
+        return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
     if kind == K.DECIMAL:
-        return arrow_decimal_texts
+        return null_safe(arrow_decimal_texts)
     if kind == K.DATE:
-        return arrow_date_texts
+        return null_safe(arrow_date_texts)
     if kind in (K.DATETIME, K.TIMESTAMP):
         zone = time_zone if kind == K.TIMESTAMP else None
-        return lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone)
+        return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
     if kind in (K.FLOAT32, K.FLOAT64):
         bits = 32 if kind == K.FLOAT32 else 64
         return lambda values, tag: (
@@ -407,7 +410,7 @@ def _canal_arrow_formatter(
         return arrow_latin1_strings
     if kind == K.BIT:
         return lambda values, tag: None if (t := arrow_bit_texts(values, tag)) is None else quoted(t)
-    return arrow_memoized(slow)
+    return null_safe(arrow_memoized(slow))
 
 
 class CanalJsonEncoder:

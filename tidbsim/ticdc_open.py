@@ -474,15 +474,27 @@ ArrowFastWriter = Callable[[pa.Array, str], "pa.Array | None"]
 """The texts of a column's values (none NULL) by Arrow compute, or None where it cannot."""
 
 
+NULL_SAFE = "null_safe"
+"""Set on a fast writer that can be given NULLs (its texts are NULL there, the others right)."""
+
+
+def null_safe(fast: ArrowFastWriter) -> ArrowFastWriter:
+    setattr(fast, NULL_SAFE, True)
+    return fast
+
+
 def arrow_writer(fast: ArrowFastWriter | None, slow: Callable[[list[Any]], list[str]]) -> ArrowWriter:
     """``fast``, NULL as ``null``; where it gives None, ``slow`` (a writer of Python values, None too)
     over the column's Python values."""
+    keeps_nulls = getattr(fast, NULL_SAFE, False)
 
     def run(values: pa.Array, tag: str) -> pa.Array:
         texts = None
         if fast is not None and tag != "none" and values.null_count < len(values):
-            if not values.null_count:
+            if not values.null_count or keeps_nulls:
                 texts = fast(values, tag)
+                if texts is not None and values.null_count:
+                    texts = texts.fill_null("null")
             else:  # the fast writers see no NULL: their texts are spread back over the column
                 valid = values.is_valid().to_numpy(zero_copy_only=False)
                 dense = fast(values.filter(pa.array(valid)), tag)
@@ -509,7 +521,8 @@ def group_sections(
     need = np.flatnonzero(named[:-1])  # -1 marks the extra last slot
     at = np.full(group.batch.num_rows + 1, -1, dtype=np.int64)
     at[need] = np.arange(len(need))
-    return write(group, group.batch.take(pa.array(need))), at
+    rows = group.batch if len(need) == group.batch.num_rows else group.batch.take(pa.array(need))
+    return write(group, rows), at
 
 
 def quoted(texts: pa.Array) -> pa.Array:
@@ -747,7 +760,7 @@ def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFa
     """:func:`_batch_value_writer` by Arrow compute for the kinds and tags it can do (the same texts)."""
     kind = col.kind
     if col.tp in STRING_CODES and kind == K.TEXT and not flag & FLAG_BINARY:
-        return lambda values, tag: arrow_go_strings(values) if tag == "str" else None
+        return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
     if col.tp in STRING_CODES and kind == K.BINARY and flag & FLAG_BINARY:
         return arrow_go_quotes
     if col.tp in BLOB_CODES and kind in (K.TEXT, K.BINARY):
@@ -759,23 +772,23 @@ def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFa
     if col.tp in STRING_CODES or col.tp in BLOB_CODES:
         return None
     if kind in (K.INT, K.UINT, K.YEAR, K.UINT64):
-        return arrow_integer_texts
+        return null_safe(arrow_integer_texts)
     if kind in (K.FLOAT32, K.FLOAT64):
         bits = 32 if kind == K.FLOAT32 else 64
         return lambda values, tag: arrow_floats(values, tag, bits)
     if kind == K.BIT:
         return arrow_bit_texts
     if kind == K.DECIMAL:
-        return arrow_decimal_texts
+        return null_safe(arrow_decimal_texts)
     if kind == K.DATE:
-        return arrow_date_texts
+        return null_safe(arrow_date_texts)
     if kind in (K.DATETIME, K.TIMESTAMP):
         zone = time_zone if kind == K.TIMESTAMP else None
-        return lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone)
+        return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
     if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
-        return lambda values, tag: arrow_go_strings(values) if tag == "str" else None
+        return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
     if kind in (K.ENUM, K.SET):
-        return arrow_memoized(with_nulls(memoized(_value_writer(col, flag, time_zone))))
+        return null_safe(arrow_memoized(with_nulls(memoized(_value_writer(col, flag, time_zone)))))
     return None
 
 
