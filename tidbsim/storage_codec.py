@@ -403,8 +403,10 @@ def _canal_arrow_formatter(
         return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
     if kind in (K.FLOAT32, K.FLOAT64):
         bits = 32 if kind == K.FLOAT32 else 64
-        return lambda values, tag: (
-            None if (t := arrow_floats(values, tag, bits, exponent=False)) is None else quoted(t)
+        return null_safe(
+            lambda values, tag: None
+            if (t := arrow_floats(values, tag, bits, exponent=False)) is None
+            else quoted(t)
         )
     if kind == K.BINARY:
         return arrow_latin1_strings
@@ -514,12 +516,17 @@ class CanalJsonEncoder:
         type by whether its value is past the signed type's largest."""
         at = {name: i for i, name in enumerate(group.names)}
         code = np.zeros(len(data_rows), dtype=np.int64)
+        every = len(data_rows) == group.batch.num_rows and bool(
+            (data_rows == np.arange(len(data_rows))).all()
+        )
         promoted = [c for c, p in zip(self.columns, self.promoted, strict=True) if p]
         for bit, c in enumerate(promoted):
             i = at.get(c.name)
             if i is None:
                 continue
-            column, tag = group.batch.column(i).take(pa.array(data_rows)), group.tags[i]
+            column, tag = group.batch.column(i), group.tags[i]
+            if not every:
+                column = column.take(pa.array(data_rows))
             limit = _PROMOTE[c.tp][0]
             if tag == "int":
                 over = pc.fill_null(pc.greater(column, limit), False).to_numpy(zero_copy_only=False)
@@ -528,20 +535,19 @@ class CanalJsonEncoder:
                     [v is not None and int(v) > limit for v in group.python_column(i, pa.array(data_rows))]
                 )
             code |= over.astype(np.int64) << bit
-        texts = {}
-        for value in np.unique(code).tolist():
+        texts = []
+        codes, at_code = np.unique(code, return_inverse=True)
+        for value in codes.tolist():
             over_of = {c.name: bool(value >> bit & 1) for bit, c in enumerate(promoted)}
             sql_types = [
                 str(java_sql_type(c, _PROMOTE[c.tp][0] + 1 if over_of.get(c.name) else None)) if p else t
                 for c, p, t in zip(self.columns, self.promoted, self.static_sql_types, strict=True)
             ]
-            texts[value] = (
+            texts.append(
                 ',"sql":"","sqlType":{' + ",".join(k + t for k, t in zip(self.keys, sql_types, strict=True))
                 + "}" + self.mysql_types
             )  # fmt: skip
-        if len(texts) == 1:
-            return pa.array([next(iter(texts.values()))] * len(code), pa.string())
-        return pa.array([texts[v] for v in code.tolist()], pa.string())
+        return pa.array(texts, pa.string()).take(pa.array(at_code))
 
     def line(
         self, commit_ts: int, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None, *, build_ms: int

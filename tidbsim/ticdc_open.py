@@ -560,13 +560,14 @@ def arrow_floats(values: pa.Array, tag: str, bits: int, *, exponent: bool = True
     texts = floats.cast(pa.string())
     magnitude = pc.abs(floats)
     odd = pc.or_(
-        pc.match_substring_regex(texts, "[a-zA-Z]"),
+        pc.or_(pc.match_substring(texts, "e"), pc.invert(pc.is_finite(floats))),
         pc.and_(
             pc.not_equal(magnitude, 0), pc.or_(pc.less(magnitude, 1e-6), pc.greater_equal(magnitude, 1e21))
         ),
     )
     if not pc.any(odd).as_py():
         return texts
+    odd = odd.fill_null(False)
     others = go_floats(values.filter(odd).to_pylist(), bits, exponent=exponent)
     return pc.replace_with_mask(texts, odd, pa.array(others, pa.string()))
 
@@ -775,7 +776,7 @@ def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFa
         return null_safe(arrow_integer_texts)
     if kind in (K.FLOAT32, K.FLOAT64):
         bits = 32 if kind == K.FLOAT32 else 64
-        return lambda values, tag: arrow_floats(values, tag, bits)
+        return null_safe(lambda values, tag: arrow_floats(values, tag, bits))
     if kind == K.BIT:
         return arrow_bit_texts
     if kind == K.DECIMAL:
