@@ -338,15 +338,20 @@ class _Changefeed:
         feed, mine = self.feed, self.partitions
         for g, every in by_group.items():
             group = chunk.groups[g]
-            partitions = self._partitions(group, [records[i] for i in every])
-            at = []
-            for i, partition in zip(every, partitions, strict=True):
-                out[i] = (partition, b"", b"")  # another process publishes it: what it holds is not sent
-                if mine is None or partition in mine:
-                    at.append(i)
-            if not at:
-                continue
-            rows = [records[i] for i in at]
+            rows = [records[i] for i in every]
+            partitions = self._partitions(group, rows)
+            at = every
+            if mine is not None:
+                at = []
+                for i, partition in zip(every, partitions, strict=True):
+                    if partition in mine:
+                        at.append(i)
+                    else:  # another process publishes it: what it holds is not sent
+                        out[i] = (partition, b"", b"")
+                if not at:
+                    continue
+                partitions = [p for p in partitions if p in mine]
+                rows = [records[i] for i in at]
             new = [-1 if r[6] is None else r[6][1] for r in rows]
             old = [-1 if r[7] is None else r[7][1] for r in rows]
             if any(r[7] is not None and r[7][0] != g for r in rows):
@@ -372,8 +377,8 @@ class _Changefeed:
                 values = [_framed(compress(feed.compression, v)) for v in arrow_bytes(texts)]
             else:
                 values = arrow_bytes(framed(texts))
-            for i, key, value in zip(at, keys, values, strict=True):
-                out[i] = (out[i][0], key, value)  # type: ignore[index]
+            for i, partition, key, value in zip(at, partitions, keys, values, strict=True):
+                out[i] = (partition, key, value)
         return out
 
     def _partitions(self, group: RowGroup, rows: list[tuple[Any, ...]]) -> list[int]:
@@ -382,7 +387,11 @@ class _Changefeed:
         if rule == "ts":
             return [r[1] % self.feed.partitions for r in rows]
         schema = self.schemas[group.skey]
-        if rule in ("default", "table"):
+        if rule in ("default", "table"):  # the table's name only
+            tables = {(r[2], r[3]) for r in rows}
+            if len(tables) == 1:
+                db, table = tables.pop()
+                return [self._partition(schema, db, table, 0, {})] * len(rows)
             return [self._partition(schema, r[2], r[3], r[1], {}) for r in rows]
         names = [n for n in {*handle_columns(schema), *self.feed.columns} if n in group.names]
         taken = pa.array([r[6][1] if r[6] is not None else r[7][1] for r in rows])
