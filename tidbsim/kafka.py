@@ -791,7 +791,8 @@ def write_schema_folder(out: str | Path, dest: str | Path, *, from_creation: boo
     jobs: dict[int, str] = {}
     if from_creation:
         (dest / "tables.jsonl").write_text("")
-        for rec in read_changelog(out / CHANGELOG_PATH):
+        ddls = (r for chunk in read_changelog_columnar(out / CHANGELOG_PATH) for r in chunk.records)
+        for rec in ddls:  # rows not turned into Python values: only the DDLs are read
             if rec[0] == "ddl" and rec[1] <= scans[0]["checkpoint_ts"]:
                 job_id = (1 << 40) + len(jobs)  # apart from the captures' job ids
                 jobs[job_id] = json.dumps(_creation_job(job_id, *rec[1:]))
