@@ -9,7 +9,9 @@ changefeed's open-protocol (or --protocol canal-json) messages to a 6-partition 
 
 and prints row events/s of each and the ratio (--jobs N: the slowest Spark jobs too). Targets: >= 200k
 events/s, within 3x of the floor. The broker's log stays in --data with the published topic, so a rerun
-skips publishing (an 11-minute step at 5M events before the batch encoders; about half that after).
+skips publishing (an 11-minute step at 5M events before the batch encoders; about a minute, by
+182,626-event runs, with the columnar change log, bench/NOTES.md "Kafka publisher"; a simulation written
+before it takes about 1.7x that).
 """
 
 from __future__ import annotations

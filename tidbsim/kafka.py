@@ -34,21 +34,28 @@ from __future__ import annotations
 import gc
 import json
 import random
+import struct
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from backfill.codec.schema import TableSchema
 from backfill.sources.ticdc.compression import check_codec, compress
-from backfill.sources.ticdc.open_protocol import RESOLVED, frame
-from tidbsim.changelog import CHANGELOG_PATH, read_changelog, read_changelog_chunks
+from backfill.sources.ticdc.open_protocol import BATCH_VERSION, RESOLVED, frame
+from tidbsim.changelog import CHANGELOG_PATH, ColumnarChunk, RowGroup, read_changelog, read_changelog_columnar
 from tidbsim.dispatch import Dispatcher
 from tidbsim.storage_codec import CanalJsonEncoder
 from tidbsim.ticdc_open import (
     FLAVORS,
     RowValueEncoder,
+    _row_key_names,
+    arrow_bytes,
     ddl_value_json,
     go_value,
     handle_columns,
@@ -57,8 +64,6 @@ from tidbsim.ticdc_open import (
 from tidelake.conventions import ROWID
 
 MAX_RECORD_OVERHEAD = 5 * 1048 + 29  # sarama's maximum record overhead, as TiCDC counts it
-RECORDS_PER_BATCH = 4096
-"""Change-log records whose row values are written together (per table version, column by column)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ class Changefeed:
                 raise ValueError(f"{name} must be at least 1")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass costs 3x to build, once per canal-json row event
 class KafkaMessage:
     topic: str
     partition: int
@@ -106,43 +111,46 @@ class KafkaMessage:
     row_events: int = field(default=0, compare=False)  # what it carries (a bench counts them)
 
 
+_BATCH_HEADER = struct.pack(">Q", BATCH_VERSION)
+
+
 class _Producer:
-    """Per-partition batches of one topic (TiCDC's open-protocol batch encoder, one per partition)."""
+    """Per-partition batches of one topic (TiCDC's open-protocol batch encoder, one per partition). Row
+    events come framed (each key and value after its u64be length, as :func:`frame` writes them)."""
 
     def __init__(self, feed: Changefeed) -> None:
         self.feed = feed
-        self.pending: list[list[tuple[bytes, bytes]]] = [[] for _ in range(feed.partitions)]
+        self.keys: list[list[bytes]] = [[] for _ in range(feed.partitions)]
+        self.values: list[list[bytes]] = [[] for _ in range(feed.partitions)]
         self.sizes = [0] * feed.partitions
 
     def add(self, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
-        """Add a row event to its partition's batch; the batch it closes, if any."""
-        batch = self.pending[partition]
-        size = len(key) + len(value) + 16
+        """Add a row event (its framed key and value) to its partition's batch; the batch it closes, if any."""
+        keys = self.keys[partition]
+        size = len(key) + len(value)
         full = None
-        if batch and (
-            len(batch) >= self.feed.max_batch_size
+        if keys and (
+            len(keys) >= self.feed.max_batch_size
             or self.sizes[partition] + size + 8 + MAX_RECORD_OVERHEAD > self.feed.max_message_bytes
         ):
             full = self._flush_one(partition)
-        self.pending[partition].append((key, value))
+            keys = self.keys[partition]
+        keys.append(key)
+        self.values[partition].append(value)
         self.sizes[partition] += size
         return full
 
     def _flush_one(self, partition: int) -> KafkaMessage:
-        batch = self.pending[partition]
-        self.pending[partition] = []
+        keys, values = self.keys[partition], self.values[partition]
+        self.keys[partition], self.values[partition] = [], []
         self.sizes[partition] = 0
         return KafkaMessage(
-            self.feed.topic,
-            partition,
-            frame([k for k, _ in batch], version=True),
-            frame([v for _, v in batch], version=False),
-            len(batch),
+            self.feed.topic, partition, _BATCH_HEADER + b"".join(keys), b"".join(values), len(keys)
         )
 
     def flush(self) -> Iterator[KafkaMessage]:
         for p in range(self.feed.partitions):
-            if self.pending[p]:
+            if self.keys[p]:
                 yield self._flush_one(p)
 
     def broadcast(
@@ -314,64 +322,132 @@ class _Changefeed:
         self.history.append((fts, to, key, value))
         self.since_resolved.clear()
 
-    def encode(
-        self, records: Sequence[tuple[Any, ...]], start_ts: int
-    ) -> list[tuple[int, bytes, bytes] | None]:
+    def encode(self, chunk: ColumnarChunk, start_ts: int) -> list[tuple[int, bytes, bytes] | None]:
         """Partition, key and value of each row record after ``start_ts`` (None for the other records),
-        the values of a table version's rows written together (``RowValueEncoder.values``,
-        ``CanalJsonEncoder.lines``); schema records are taken in on the way."""
+        the values of a table version's rows written together by Arrow (``RowValueEncoder.arrow_values``,
+        ``CanalJsonEncoder.arrow_lines``); schema records are taken in on the way."""
+        records = chunk.records
         out: list[tuple[int, bytes, bytes] | None] = [None] * len(records)
-        groups: dict[int, tuple[CanalJsonEncoder | RowValueEncoder, list[int]]] = {}
+        by_group: dict[int, list[int]] = {}
         for i, rec in enumerate(records):
             if rec[0] == "schema":
                 self.schema(rec[1], rec[2], rec[3])
             elif rec[0] == "row" and rec[1] > start_ts:
-                skey = rec[4]
-                encoder = self.encoders.get(skey)
-                if encoder is None:
-                    encoder = self.encoders[skey] = _new_encoder(self.feed, self.schemas[skey], rec[2])
-                groups.setdefault(id(encoder), (encoder, []))[1].append(i)
+                ref = rec[6] if rec[6] is not None else rec[7]
+                by_group.setdefault(ref[0], []).append(i)
         feed, mine = self.feed, self.partitions
-        for encoder, rows_at in groups.values():
-            at = []
-            for i in rows_at:
-                r = records[i]
-                partition = self._partition(
-                    self.schemas[r[4]], r[2], r[3], r[1], r[6] if r[6] is not None else r[7]
+        for g, every in by_group.items():
+            group = chunk.groups[g]
+            rows = [records[i] for i in every]
+            partitions = self._partitions(group, rows)
+            at = every
+            if mine is not None:
+                at = []
+                for i, partition in zip(every, partitions, strict=True):
+                    if partition in mine:
+                        at.append(i)
+                    else:  # another process publishes it: what it holds is not sent
+                        out[i] = (partition, b"", b"")
+                if not at:
+                    continue
+                partitions = [p for p in partitions if p in mine]
+                rows = [records[i] for i in at]
+            new = [-1 if r[6] is None else r[6][1] for r in rows]
+            old = [-1 if r[7] is None else r[7][1] for r in rows]
+            if any(r[7] is not None and r[7][0] != g for r in rows):
+                raise ValueError(
+                    f"change log: an update's old and new rows of {group.skey} differ in columns"
                 )
-                if mine is None or partition in mine:
-                    at.append(i)
-                out[i] = (partition, b"", b"")  # another process publishes it: what it holds is not sent
-            rows = [records[i] for i in at]
+            encoder = self.encoders.get(group.skey)
+            if encoder is None:
+                encoder = self.encoders[group.skey] = _new_encoder(feed, self.schemas[group.skey], rows[0][2])
             if isinstance(encoder, CanalJsonEncoder):
-                values = encoder.lines([(r[1], r[6], r[7]) for r in rows], build_ms=0)
+                texts = encoder.arrow_lines(group, [r[1] for r in rows], new, old, build_ms=0)
                 keys = [b""] * len(rows)
             else:
-                drop_old = not feed.output_old_value
-                values = encoder.values(
-                    [(r[6], None if drop_old and r[6] is not None else r[7]) for r in rows]
-                )
-                keys = [self._key(r) for r in rows]
-            if feed.compression != "none":
-                values = [compress(feed.compression, v) for v in values]
-            for i, key, value in zip(at, keys, values, strict=True):
-                out[i] = (out[i][0], key, value)  # type: ignore[index]
+                if not feed.output_old_value:
+                    old = [o if n < 0 else -1 for n, o in zip(new, old, strict=True)]
+                texts = encoder.arrow_values(group, new, old)
+                keys = self._keys(group, rows, new, old)
+            if isinstance(encoder, CanalJsonEncoder):
+                values = arrow_bytes(texts)
+                if feed.compression != "none":
+                    values = [compress(feed.compression, v) for v in values]
+            elif feed.compression != "none":
+                values = [_framed(compress(feed.compression, v)) for v in arrow_bytes(texts)]
+            else:
+                values = arrow_bytes(framed(texts))
+            for i, partition, key, value in zip(at, partitions, keys, values, strict=True):
+                out[i] = (partition, key, value)
         return out
 
-    def _key(self, rec: tuple[Any, ...]) -> bytes:
-        """An open-protocol row event's key."""
-        _, cts, db, table, skey, ptn, new, old = rec
-        schema = self.schemas[skey]
-        row = new if new is not None else old
-        rowid = row.get(ROWID) if schema.pk_kind == "rowid" else None
-        if schema.pk_kind == "int":
-            rowid = row[schema.pk_columns[0]]
-        return key_json(cts, db, table, flavor=self.feed.flavor, row_id=rowid, physical_id=ptn)
+    def _partitions(self, group: RowGroup, rows: list[tuple[Any, ...]]) -> list[int]:
+        """The partition of each row record (of ``group``)."""
+        rule = self.dispatcher.rule
+        if rule == "ts":
+            return [r[1] % self.feed.partitions for r in rows]
+        schema = self.schemas[group.skey]
+        if rule in ("default", "table"):  # the table's name only
+            tables = {(r[2], r[3]) for r in rows}
+            if len(tables) == 1:
+                db, table = tables.pop()
+                return [self._partition(schema, db, table, 0, {})] * len(rows)
+            return [self._partition(schema, r[2], r[3], r[1], {}) for r in rows]
+        names = [n for n in {*handle_columns(schema), *self.feed.columns} if n in group.names]
+        taken = pa.array([r[6][1] if r[6] is not None else r[7][1] for r in rows])
+        columns = {n: group.python_column(group.names.index(n), taken) for n in names}
+        return [
+            self._partition(schema, r[2], r[3], r[1], {n: values[k] for n, values in columns.items()})
+            for k, r in enumerate(rows)
+        ]
+
+    def _keys(
+        self, group: RowGroup, rows: list[tuple[Any, ...]], new: list[int], old: list[int]
+    ) -> list[bytes]:
+        """The open-protocol keys of row records (of ``group``; ``new``/``old``: their rows in it), framed."""
+        schema = self.schemas[group.skey]
+        name = (
+            ROWID if schema.pk_kind == "rowid" else schema.pk_columns[0] if schema.pk_kind == "int" else None
+        )
+        if name is None or name not in group.names:
+            if schema.pk_kind == "int":
+                raise KeyError(name)
+            row_ids: list[Any] = [None] * len(rows)
+        else:
+            taken = pa.array([n if n >= 0 else o for n, o in zip(new, old, strict=True)])
+            row_ids = group.python_column(group.names.index(name), taken)
+        flavor = self.feed.flavor
+        if flavor != "tiflow" or not all(r[2] and r[3] for r in rows):
+            return [
+                _framed(key_json(r[1], r[2], r[3], flavor=flavor, row_id=rid, physical_id=r[5]))
+                for r, rid in zip(rows, row_ids, strict=True)
+            ]
+        names = {(r[2], r[3]) for r in rows}
+        ptns = {r[5] for r in rows}
+        text = pc.binary_join_element_wise(
+            '{"ts":',
+            pa.array([r[1] for r in rows], pa.uint64()).cast(pa.string()),
+            _row_key_names(*names.pop())
+            if len(names) == 1
+            else pa.array([_row_key_names(r[2], r[3]) for r in rows], pa.string()),
+            pa.array([',"rid":' + str(rid) if rid else "" for rid in row_ids], pa.string())
+            if any(row_ids)
+            else "",
+            ("" if None in ptns else ',"ptn":' + str(next(iter(ptns))))
+            if len(ptns) == 1
+            else pa.array([',"ptn":' + str(r[5]) if r[5] is not None else "" for r in rows], pa.string()),
+            ',"t":1}',
+            "",
+        )
+        return arrow_bytes(framed(text))
 
     def row(self, cts: int, partition: int, key: bytes, value: bytes) -> KafkaMessage | None:
-        """Send a row event (:meth:`encode` wrote it); the batch it closes, if any."""
-        self.since_resolved.append((partition, key, value))
-        self.history.append((cts, partition, key, value))
+        """Send a row event (:meth:`encode` wrote it); the batch it closes, if any. What is sent again
+        is kept only while a restart is to come."""
+        if self.restarts_left:
+            self.since_resolved.append((partition, key, value))
+        if self.late_left:
+            self.history.append((cts, partition, key, value))
         self.rows_since += 1
         return self.producer.add(partition, key, value)
 
@@ -393,6 +469,22 @@ class _Changefeed:
             if n in schema.by_name
         }
         return self.dispatcher.partition(self.feed.partitions, db, table, cts, values, handle)
+
+
+def framed(texts: pa.Array) -> pa.Array:
+    """Each value after its u64be length (a piece of :func:`frame`'s batch)."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    prefix = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(8), len(texts), [None, pa.py_buffer(np.diff(offsets).astype(">u8").tobytes())]
+    )
+    return pc.binary_join_element_wise(prefix.cast(pa.binary()), texts.cast(pa.binary()), b"")
+
+
+def _framed(value: bytes) -> bytes:
+    return _LENGTH.pack(len(value)) + value
+
+
+_LENGTH = struct.Struct(">Q")
 
 
 def changefeed_messages(
@@ -427,8 +519,8 @@ def _changefeed_messages(
             if mark >= last_ts:
                 yield from run.resolved(mark)
 
-    for records in _batches(read_changelog_chunks(out / CHANGELOG_PATH), RECORDS_PER_BATCH):
-        for rec, encoded in zip(records, run.encode(records, start_ts), strict=True):
+    for chunk in read_changelog_columnar(out / CHANGELOG_PATH):
+        for rec, encoded in zip(chunk.records, run.encode(chunk, start_ts), strict=True):
             if rec[0] == "schema":
                 continue
             ts = rec[1]
@@ -446,18 +538,6 @@ def _changefeed_messages(
                 yield full
     yield from resolved_below(final + 1)  # every scan's resolved point left
     yield from run.producer.flush()
-
-
-def _batches(chunks: Iterable[list[tuple[Any, ...]]], size: int) -> Iterator[list[tuple[Any, ...]]]:
-    """The change log's records in lists of about ``size`` (whole chunks as they were read)."""
-    batch: list[tuple[Any, ...]] = []
-    for chunk in chunks:
-        batch += chunk
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 def publish_changefeed(
@@ -591,26 +671,34 @@ def publish(
             "delivery.report.only.error": True,  # no Python call per message delivered
         }
     )
-    sent: dict[tuple[str, int], int] = {}
+    counts: dict[str, dict[int, int]] = {}  # per topic, per partition
     before: dict[tuple[str, int], int] = {}  # each partition's end offset before this publish
-    topics: set[str] = set()
     produce = producer.produce
+    topic: str | None = None
+    sent_to: dict[int, int] = {}
     for n, m in enumerate(messages):
-        if m.topic not in topics:
-            topics.add(m.topic)
-            _create_topic(bootstrap, m.topic, partitions, timeout_s, admin)
-            _await_leaders(producer, m.topic, timeout_s)
-            before.update(_end_offsets(bootstrap, m.topic, time.monotonic() + timeout_s))
-        while True:
-            try:
-                produce(m.topic, m.value, m.key, m.partition)
-                break
-            except BufferError:
+        if m.topic != topic:
+            topic = m.topic
+            if topic not in counts:
+                counts[topic] = {}
+                _create_topic(bootstrap, topic, partitions, timeout_s, admin)
+                _await_leaders(producer, topic, timeout_s)
+                before.update(_end_offsets(bootstrap, topic, time.monotonic() + timeout_s))
+            sent_to = counts[topic]
+        try:
+            produce(topic, m.value, m.key, m.partition)
+        except BufferError:  # the producer's queue is full: wait for room
+            while True:
                 producer.poll(0.1)
-        where = (m.topic, m.partition)
-        sent[where] = sent.get(where, 0) + 1
+                try:
+                    produce(topic, m.value, m.key, m.partition)
+                    break
+                except BufferError:
+                    pass
+        sent_to[m.partition] = sent_to.get(m.partition, 0) + 1
         if n % 1024 == 0:
             producer.poll(0)
+    sent = {(t, p): k for t, per in counts.items() for p, k in per.items()}
     left = producer.flush(timeout_s)
     if failures or left:
         raise RuntimeError(f"publishing to {bootstrap} failed: {failures[:3]} ({left} not delivered)")
@@ -703,7 +791,8 @@ def write_schema_folder(out: str | Path, dest: str | Path, *, from_creation: boo
     jobs: dict[int, str] = {}
     if from_creation:
         (dest / "tables.jsonl").write_text("")
-        for rec in read_changelog(out / CHANGELOG_PATH):
+        ddls = (r for chunk in read_changelog_columnar(out / CHANGELOG_PATH) for r in chunk.records)
+        for rec in ddls:  # rows not turned into Python values: only the DDLs are read
             if rec[0] == "ddl" and rec[1] <= scans[0]["checkpoint_ts"]:
                 job_id = (1 << 40) + len(jobs)  # apart from the captures' job ids
                 jobs[job_id] = json.dumps(_creation_job(job_id, *rec[1:]))

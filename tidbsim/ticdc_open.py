@@ -16,7 +16,6 @@ import datetime as dt
 import functools
 import itertools
 import math
-import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -41,6 +40,7 @@ from backfill.sources.ticdc.open_rows import (
     FLAG_UNSIGNED,
     STRING_CODES,
 )
+from tidbsim.changelog import RowGroup, python_values
 
 K = ColumnKind
 FLAVORS = ("tiflow", "ticdc")
@@ -265,15 +265,10 @@ def row_value_json(
     return go_json(doc)
 
 
-REMEMBERED_ROWS = 1 << 17
-"""Rows per table whose text :meth:`RowValueEncoder.values` keeps for the key's next update (then it
-starts over: memory stays bounded at millions of keys, the bytes are the same)."""
-
-
 class RowValueEncoder:
     """:func:`row_value_json` for one table schema, fast: each column's ``"name":{"t":..,"h":..,"f":..,"v":``
-    text and value writer are built once, so a row is a join of strings (the publisher's hot path; tests
-    hold it to the same bytes as :func:`row_value_json`)."""
+    text and value writers are built once; the publisher writes many rows' values column by column by
+    Arrow (:meth:`arrow_values`; tests hold both to the bytes of :func:`row_value_json`)."""
 
     def __init__(
         self,
@@ -289,30 +284,18 @@ class RowValueEncoder:
         if flavor == "tiflow":
             names.sort()
         self.output_old_value = output_old_value
-        self.keys = tuple(k for k in schema.pk_columns if k in schema.by_name) or None
-        self.last: dict[Any, tuple[Mapping[str, Any], str]] = {}  # per key: the last row written, its text
         self.columns = []
         self.batch_writers: list[Callable[[list[Any]], list[str]]] = []
+        self.arrow_writers: list[ArrowWriter] = []
         for name in names:
             col = schema.by_name[name]
             head = go_string(name) + ':{"t":' + str(col.tp) + (',"h":true' if name in handles else "")
             write = _value_writer(col, flags[name], time_zone)
             self.columns.append((name, head + ',"f":' + str(flags[name]) + ',"v":', write))
             self.batch_writers.append(with_nulls(_batch_value_writer(col, flags[name], time_zone, write)))
-        # a section as one str.format template: "{" + head + value + "}" per column, joined by ","
-        self.template = "{{" + ",".join(_braces(head) + "{}}}" for _, head, _ in self.columns) + "}}"
-
-    def section(self, row: Mapping[str, Any]) -> str:
-        """A row's column objects; an update's old row is mostly the row the key's last change wrote."""
-        if self.keys is None:
-            return self._section(row)
-        key = tuple(map(row.get, self.keys))
-        last = self.last.get(key)
-        if last is not None and last[0] == row:
-            return last[1]
-        text = self._section(row)
-        self.last[key] = (dict(row), text)
-        return text
+            self.arrow_writers.append(
+                arrow_writer(_arrow_value_writer(col, flags[name], time_zone), self.batch_writers[-1])
+            )
 
     def _section(self, row: Mapping[str, Any]) -> str:
         get = row.get
@@ -325,77 +308,46 @@ class RowValueEncoder:
             + "}"
         )
 
-    def values(
-        self, changes: Sequence[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]]
-    ) -> list[bytes]:
-        """:meth:`value` of many changes ``(new, old)``, each column's values written at once (the
-        publisher's hot path: a column's texts are one list comprehension or one Arrow cast, not a Python
-        call per value); the same bytes, and the same reuse of a key's last text for an update's old row
-        (the rows are kept for that, not copied: they must not change afterwards)."""
-        rows: list[Mapping[str, Any]] = []  # the sections to write
-        touched: list[Any] = []
-        if len(self.last) > REMEMBERED_ROWS:
-            self.last.clear()
+    def arrow_values(self, group: RowGroup, new_rows: Sequence[int], old_rows: Sequence[int]) -> pa.Array:
+        """:meth:`value` of many changes whose rows are ``group``'s rows ``new_rows[i]``/``old_rows[i]``
+        (-1: none; an update's old row is dropped without ``output_old_value``), written by Arrow: each
+        column's texts by one cast or compute call, the sections and values by string joins."""
+        new = np.asarray(new_rows, dtype=np.int64)
+        old = np.asarray(old_rows, dtype=np.int64)
+        sections, at = group_sections(group, new, old, self._arrow_sections)
+        has_new = new >= 0
+        first = sections.take(pa.array(np.where(has_new, at[new], at[old])))
+        keep_old = has_new & (old >= 0) if self.output_old_value else np.zeros(len(new), dtype=bool)
+        second = sections.take(pa.array(at[old], mask=~keep_old))
+        tail = pc.binary_join_element_wise(',"p":', second, "}", "").fill_null("}")
+        prefix = pc.if_else(pa.array(has_new), '{"u":', '{"d":')
+        return pc.binary_join_element_wise(prefix, first, tail, "")
 
-        def slot(row: Mapping[str, Any]) -> int | str:
-            if self.keys is None:
-                rows.append(row)
-                return len(rows) - 1
-            key = tuple(map(row.get, self.keys))
-            last = self.last.get(key)
-            if last is not None and last[0] == row:
-                return last[1]  # a text, or a slot of this batch
-            rows.append(row)
-            self.last[key] = (row, len(rows) - 1)  # type: ignore[assignment]  # the text below
-            touched.append(key)
-            return len(rows) - 1
-
-        plan: list[tuple[int | str, int | str | None]] = []
-        for new, old in changes:
-            if new is None:
-                assert old is not None
-                plan.append((slot(old), None))
-                if self.keys is not None:  # the key's next change is an insert: nothing to reuse
-                    self.last.pop(tuple(map(old.get, self.keys)), None)
-            else:
-                keep_old = old is not None and self.output_old_value
-                plan.append((slot(new), slot(old) if keep_old else None))  # type: ignore[arg-type]
-        texts = self._sections(rows)
-        for key in touched:
-            entry = self.last.get(key)
-            if entry is not None and isinstance(entry[1], int):
-                self.last[key] = (entry[0], texts[entry[1]])
-        out = []
-        for (first, second), (new, _) in zip(plan, changes, strict=True):
-            a = texts[first] if isinstance(first, int) else first
-            if new is None:
-                out.append(('{"d":' + a + "}").encode("utf-8"))
-            elif second is None:
-                out.append(('{"u":' + a + "}").encode("utf-8"))
-            else:
-                b = texts[second] if isinstance(second, int) else second
-                out.append(('{"u":' + a + ',"p":' + b + "}").encode("utf-8"))
-        return out
-
-    def _sections(self, rows: list[Mapping[str, Any]]) -> list[str]:
-        """Each row's column objects, written column by column."""
-        if not rows:
-            return []
-        names = [name for name, _, _ in self.columns]
-        columns = [
-            write(values)
-            for values, write in zip(column_values(rows, names), self.batch_writers, strict=True)
-        ]
-        return list(map(self.template.format, *columns))
+    def _arrow_sections(self, group: RowGroup, rows: pa.RecordBatch) -> pa.Array:
+        at = {name: i for i, name in enumerate(group.names)}
+        pieces: list[Any] = []
+        lead = "{"
+        for (name, head, _), write in zip(self.columns, self.arrow_writers, strict=True):
+            i = at.get(name)
+            texts = (
+                pa.array(["null"] * rows.num_rows, pa.string())
+                if i is None
+                else write(rows.column(i), group.tags[i])
+            )
+            pieces += [lead + head, texts]
+            lead = "},"
+        if not pieces:
+            return pa.array(["{}"] * rows.num_rows, pa.string())
+        return pc.binary_join_element_wise(*pieces, "}}", "")
 
     def value(self, *, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bytes:
         """The value JSON of an insert (``new``), update (``new`` + ``old``) or delete (``old``)."""
         if new is None:
             assert old is not None
-            return ('{"d":' + self.section(old) + "}").encode("utf-8")
-        text = '{"u":' + self.section(new)
+            return ('{"d":' + self._section(old) + "}").encode("utf-8")
+        text = '{"u":' + self._section(new)
         if old is not None and self.output_old_value:
-            text += ',"p":' + self.section(old)
+            text += ',"p":' + self._section(old)
         return (text + "}").encode("utf-8")
 
 
@@ -430,24 +382,6 @@ def _value_writer(col: ColumnSchema, flag: int, time_zone: str) -> Any:
         return "".join(out)
 
     return other
-
-
-def column_values(rows: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[list[Any]]:
-    """Each named column's values over ``rows`` (None where a row has no such column): one C call per
-    row (``itemgetter``) and one transpose, when every row has every column."""
-    if not rows or not names:
-        return [[] for _ in names]
-    try:
-        if len(names) == 1:
-            return [[row[names[0]] for row in rows]]
-        return list(map(list, zip(*map(operator.itemgetter(*names), rows), strict=True)))
-    except KeyError:
-        return [[row.get(name) for row in rows] for name in names]
-
-
-def _braces(text: str) -> str:
-    """``text`` as literal text of a ``str.format`` template."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def with_nulls(write: Callable[[list[Any]], list[str]]) -> Callable[[list[Any]], list[str]]:
@@ -532,6 +466,339 @@ def time_texts(values: list[dt.datetime], fsp: int, time_zone: str | None = None
         values = [v.astimezone(zone) for v in values]
     spec = "microseconds" if fsp > 0 else "seconds"
     return [v.isoformat(" ", spec)[:width] if v.year >= 1000 else time_text(v, fsp) for v in values]
+
+
+ArrowWriter = Callable[[pa.Array, str], pa.Array]
+"""A column's values (Arrow, tagged as :func:`tidbsim.changelog.typed_column` tags them) -> their texts."""
+ArrowFastWriter = Callable[[pa.Array, str], "pa.Array | None"]
+"""The texts of a column's values (none NULL) by Arrow compute, or None where it cannot."""
+
+
+NULL_SAFE = "null_safe"
+"""Set on a fast writer that can be given NULLs (its texts are NULL there, the others right)."""
+
+
+def null_safe(fast: ArrowFastWriter) -> ArrowFastWriter:
+    setattr(fast, NULL_SAFE, True)
+    return fast
+
+
+def arrow_writer(fast: ArrowFastWriter | None, slow: Callable[[list[Any]], list[str]]) -> ArrowWriter:
+    """``fast``, NULL as ``null``; where it gives None, ``slow`` (a writer of Python values, None too)
+    over the column's Python values."""
+    keeps_nulls = getattr(fast, NULL_SAFE, False)
+
+    def run(values: pa.Array, tag: str) -> pa.Array:
+        texts = None
+        if fast is not None and tag != "none" and values.null_count < len(values):
+            if not values.null_count or keeps_nulls:
+                texts = fast(values, tag)
+                if texts is not None and values.null_count:
+                    texts = texts.fill_null("null")
+            else:  # the fast writers see no NULL: their texts are spread back over the column
+                valid = values.is_valid().to_numpy(zero_copy_only=False)
+                dense = fast(values.filter(pa.array(valid)), tag)
+                if dense is not None:
+                    texts = dense.take(pa.array(np.cumsum(valid) - 1, mask=~valid)).fill_null("null")
+        if texts is None:
+            return pa.array(slow(python_values(values, tag)), pa.string())
+        return texts
+
+    return run
+
+
+def group_sections(
+    group: RowGroup,
+    new: np.ndarray,
+    old: np.ndarray,
+    write: Callable[[RowGroup, pa.RecordBatch], pa.Array],
+) -> tuple[pa.Array, np.ndarray]:
+    """The texts ``write`` gives of the rows of ``group`` that ``new`` or ``old`` name (-1: none), and
+    where each of the group's rows is among them."""
+    named = np.zeros(group.batch.num_rows + 1, dtype=bool)
+    named[new] = True
+    named[old] = True
+    need = np.flatnonzero(named[:-1])  # -1 marks the extra last slot
+    at = np.full(group.batch.num_rows + 1, -1, dtype=np.int64)
+    at[need] = np.arange(len(need))
+    rows = group.batch if len(need) == group.batch.num_rows else group.batch.take(pa.array(need))
+    return write(group, rows), at
+
+
+def quoted(texts: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise('"', texts, '"', "")
+
+
+def _string_data(texts: pa.Array) -> str:
+    """Every value of a string array, one after another."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    data = texts.buffers()[2]
+    if data is None or len(offsets) == 0:
+        return ""
+    return data.to_pybytes()[offsets[0] : offsets[-1]].decode("utf-8")
+
+
+def arrow_go_strings(texts: pa.Array) -> pa.Array | None:
+    """:func:`go_strings` of a string array without control characters (None: some have one)."""
+    data = _string_data(texts)
+    if _NEEDS_ESCAPE.search(data) is None:
+        return quoted(texts)
+    if _CONTROL.search(data) is not None:
+        return None
+    for ch, escaped in _JSON_ESCAPES:
+        if ch in data:
+            texts = pc.replace_substring(texts, ch, escaped)
+    return quoted(texts)
+
+
+def arrow_floats(values: pa.Array, tag: str, bits: int, *, exponent: bool = True) -> pa.Array | None:
+    """:func:`go_floats` by Arrow's cast to text (the shortest digits): Go's wherever Arrow writes no
+    exponent and Go would not either; the others by :func:`go_floats`."""
+    if tag != "float":
+        return None
+    floats = values if bits == 64 else values.cast(pa.float32(), safe=False)
+    texts = floats.cast(pa.string())
+    magnitude = pc.abs(floats)
+    odd = pc.or_(
+        pc.or_(pc.match_substring(texts, "e"), pc.invert(pc.is_finite(floats))),
+        pc.and_(
+            pc.not_equal(magnitude, 0), pc.or_(pc.less(magnitude, 1e-6), pc.greater_equal(magnitude, 1e21))
+        ),
+    )
+    if not pc.any(odd).as_py():
+        return texts
+    odd = odd.fill_null(False)
+    others = go_floats(values.filter(odd).to_pylist(), bits, exponent=exponent)
+    return pc.replace_with_mask(texts, odd, pa.array(others, pa.string()))
+
+
+def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """A byte -> escaped bytes table for :func:`_escape_bytes`: (256 x widest) bytes and each length."""
+    width = max(map(len, texts))
+    table = np.zeros((256, width), dtype=np.uint8)
+    for b, text in enumerate(texts):
+        table[b, : len(text)] = np.frombuffer(text, dtype=np.uint8)
+    return table, np.array([len(t) for t in texts], dtype=np.int64)
+
+
+def _escape_bytes(
+    values: pa.Array, table: tuple[np.ndarray, np.ndarray], *, separated: bool = False
+) -> tuple[np.ndarray, bytes]:
+    """Every byte of a binary array replaced by its ``table`` text: the new offsets and data (with
+    ``separated``, a NUL byte after each value, the offsets not counting them)."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = values.buffers()[2]
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+        if data is not None
+        else np.zeros(0, np.uint8)
+    )
+    texts, lengths = table
+    widths = lengths[raw]
+    ends = np.cumsum(widths)
+    starts = ends - widths
+    at = np.repeat(np.arange(len(raw)), widths)
+    within = np.arange(int(ends[-1]) if len(ends) else 0) - starts[at]
+    new_offsets = np.concatenate(([0], ends))[offsets - offsets[0]]
+    if not separated:
+        return new_offsets, texts[raw[at], within].tobytes()
+    value_of = np.repeat(np.arange(len(values)), np.diff(offsets))  # each raw byte's value
+    out = np.zeros(len(within) + len(values), dtype=np.uint8)
+    out[(starts + value_of)[at] + within] = texts[raw[at], within]
+    return new_offsets, out.tobytes()
+
+
+def arrow_go_quotes(values: pa.Array, tag: str) -> pa.Array | None:
+    """:func:`go_quotes` then :func:`_quoted_json` of a binary array: '\\', '"' and ASCII controls escaped
+    on the bytes by one table lookup, the values decoded at once (bytes that are not UTF-8 as ``\\xNN``;
+    a NUL after each value, where none is left, ends any sequence), the JSON escapes by Arrow; a value
+    with a rune Go does not print goes the long way."""
+    if tag != "bytes":
+        return None
+    _, data = _escape_bytes(values, _GO_QUOTE_BYTES, separated=True)
+    text = data.decode("utf-8", "backslashreplace")
+    texts = text.split("\x00")
+    texts.pop()  # after the last NUL
+    odd = [i for i, t in enumerate(texts) if not t.isprintable()]
+    for i in odd:
+        texts[i] = go_quote.quote(values[i].as_py())
+    out = pa.array(texts, pa.string())
+    if odd:
+        text = "".join(texts)
+    for ch, escaped in _JSON_ESCAPES:
+        if ch in text:
+            out = pc.replace_substring(out, ch, escaped)
+    return quoted(out)
+
+
+_BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8)
+
+
+def arrow_base64(values: pa.Array) -> pa.Array:
+    """``base64.b64encode`` of each value (of a binary or string array, its UTF-8 bytes), quoted: every
+    value padded to whole 3-byte groups, each group's four letters by one table lookup, '=' for the pad."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = values.buffers()[2]
+    raw = (
+        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+        if data is not None
+        else np.zeros(0, np.uint8)
+    )
+    lengths = np.diff(offsets).astype(np.int64)
+    groups = (lengths + 2) // 3
+    group_ends = np.cumsum(groups)
+    value_of = np.repeat(np.arange(len(values)), lengths)
+    padded = np.zeros(3 * int(group_ends[-1]) if len(values) else 0, dtype=np.uint8)
+    within = np.arange(len(raw)) - (offsets[:-1] - offsets[0])[value_of]
+    padded[3 * (group_ends - groups)[value_of] + within] = raw
+    triples = padded.reshape(-1, 3).astype(np.uint32)
+    bits = triples[:, 0] << 16 | triples[:, 1] << 8 | triples[:, 2]
+    letters = _BASE64[np.stack([bits >> 18, bits >> 12 & 63, bits >> 6 & 63, bits & 63], axis=1)].ravel()
+    ends = 4 * group_ends
+    pad = 3 * groups - lengths  # 0, 1 or 2 '='
+    letters[(ends - 1)[pad >= 1]] = ord("=")
+    letters[(ends - 2)[pad == 2]] = ord("=")
+    new_offsets = np.concatenate(([0], ends)).astype(np.int32)
+    texts = pa.StringArray.from_buffers(
+        len(values), pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(letters.tobytes())
+    )
+    return quoted(texts)
+
+
+def arrow_latin1_strings(values: pa.Array, tag: str) -> pa.Array | None:
+    """:func:`go_string` of each byte string read as latin-1 (canal-json's binary values), quoted."""
+    if tag != "bytes":
+        return None
+    offsets, data = _escape_bytes(values, _LATIN1_JSON_BYTES)
+    return quoted(
+        pa.StringArray.from_buffers(
+            len(values), pa.py_buffer(offsets.astype(np.int32).tobytes()), pa.py_buffer(data)
+        )
+    )
+
+
+def arrow_bit_texts(values: pa.Array, tag: str) -> pa.Array | None:
+    """``str(int.from_bytes(v, "big"))`` of BIT values of one length, up to 8 bytes."""
+    if tag != "bytes":
+        return None
+    lengths = pc.binary_length(values)
+    width = pc.max(lengths).as_py()
+    if width is None or width > 8 or pc.min(lengths).as_py() != width or width == 0:
+        return None
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    raw = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(-1, width)
+    padded = np.zeros((len(values), 8), dtype=np.uint8)
+    padded[:, 8 - width :] = raw
+    return pa.array(padded.view(">u8").ravel().astype(np.uint64)).cast(pa.string())
+
+
+_DIGITS = r"^(0|[1-9][0-9]*)$"
+
+
+def arrow_integer_texts(values: pa.Array, tag: str) -> pa.Array | None:
+    """``str(int(v))`` of ints, or of Decimals written as plain digits."""
+    if tag == "int":
+        return values.cast(pa.string())
+    if tag == "decimal" and pc.all(pc.match_substring_regex(values, _DIGITS)).as_py() is not False:
+        return values
+    return None
+
+
+def arrow_decimal_texts(values: pa.Array, tag: str) -> pa.Array | None:
+    """``format(Decimal(v), "f")`` quoted: a Decimal's ``str`` where it has no exponent."""
+    if tag == "decimal" and not pc.any(pc.match_substring(values, "E")).as_py():
+        return quoted(values)
+    return None
+
+
+def arrow_date_texts(values: pa.Array, tag: str) -> pa.Array | None:
+    """``isoformat`` quoted, of dates from year 1000 on."""
+    if tag == "date" and pc.min(values).as_py().year >= 1000:
+        return quoted(values.cast(pa.string()))
+    return None
+
+
+def arrow_time_texts(values: pa.Array, tag: str, fsp: int, time_zone: str | None) -> pa.Array | None:
+    """:func:`time_texts` quoted, by Arrow: naive DATETIME values, or UTC TIMESTAMP values in
+    ``time_zone``, from year 1000 on (None for the others)."""
+    width = 20 + fsp if fsp > 0 else 19
+    try:
+        if time_zone is None and tag == "datetime":
+            stamps = values
+        elif time_zone is not None and tag == "datetime_utc":
+            arrow_zone = "UTC" if time_zone.upper() in ("UTC", "Z") else time_zone
+            stamps = pc.local_timestamp(values.cast(pa.timestamp("us", tz=arrow_zone)))
+        else:
+            return None
+        low = pc.min(stamps).as_py()
+        if low is None or low.year < 1000:
+            return None
+        return quoted(pc.utf8_slice_codeunits(stamps.cast(pa.string()), 0, width))
+    except (pa.ArrowException, ValueError):
+        return None
+
+
+def arrow_memoized(slow: Callable[[list[Any]], list[str]]) -> ArrowFastWriter:
+    """``slow`` once per distinct value (ENUM and SET columns repeat theirs)."""
+
+    def run(values: pa.Array, tag: str) -> pa.Array | None:
+        if tag not in ("str", "int", "bytes"):
+            return None
+        encoded = values.dictionary_encode()
+        texts = pa.array(slow(python_values(encoded.dictionary, tag)), pa.string())
+        return texts.take(encoded.indices)
+
+    return run
+
+
+def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFastWriter | None:
+    """:func:`_batch_value_writer` by Arrow compute for the kinds and tags it can do (the same texts)."""
+    kind = col.kind
+    if col.tp in STRING_CODES and kind == K.TEXT and not flag & FLAG_BINARY:
+        return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
+    if col.tp in STRING_CODES and kind == K.BINARY and flag & FLAG_BINARY:
+        return arrow_go_quotes
+    if col.tp in BLOB_CODES and kind in (K.TEXT, K.BINARY):
+        return (
+            lambda values, tag: arrow_base64(values)
+            if tag == ("str" if kind == K.TEXT else "bytes")
+            else None
+        )
+    if col.tp in STRING_CODES or col.tp in BLOB_CODES:
+        return None
+    if kind in (K.INT, K.UINT, K.YEAR, K.UINT64):
+        return null_safe(arrow_integer_texts)
+    if kind in (K.FLOAT32, K.FLOAT64):
+        bits = 32 if kind == K.FLOAT32 else 64
+        return null_safe(lambda values, tag: arrow_floats(values, tag, bits))
+    if kind == K.BIT:
+        return arrow_bit_texts
+    if kind == K.DECIMAL:
+        return null_safe(arrow_decimal_texts)
+    if kind == K.DATE:
+        return null_safe(arrow_date_texts)
+    if kind in (K.DATETIME, K.TIMESTAMP):
+        zone = time_zone if kind == K.TIMESTAMP else None
+        return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
+    if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
+        return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
+    if kind in (K.ENUM, K.SET):
+        return null_safe(arrow_memoized(with_nulls(memoized(_value_writer(col, flag, time_zone)))))
+    return None
+
+
+def arrow_bytes(texts: pa.Array) -> list[bytes]:
+    """The values of an Arrow string (or binary) array without nulls, as bytes."""
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int32)[texts.offset : texts.offset + len(texts) + 1]
+    data = texts.buffers()[2]
+    raw = b"" if data is None else data.to_pybytes()
+    return [raw[a:b] for a, b in itertools.pairwise(offsets.tolist())]
 
 
 def _batch_value_writer(
@@ -643,6 +910,7 @@ _NEEDS_ESCAPE = re.compile('[\x00-\x1f"\\\\<>&\u2028\u2029]')
 _GO_SHORT_ONLY_IN_JSON = re.compile("[\b\f]")
 """What Go writes as ``\\u0008``/``\\u000c`` and Python's json as ``\\b``/``\\f`` (its other escapes are Go's)."""
 _HTML = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
+_HTML_ESCAPES = _HTML
 _GO_ESCAPES = str.maketrans({**{chr(c): f"\\u{c:04x}" for c in range(0x20)}, **_ESC})
 
 
@@ -721,11 +989,24 @@ def value_string(value: Any) -> bytes:
     return str(value).encode("utf-8")
 
 
+_CONTROL = re.compile("[\x00-\x1f]")
+_JSON_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), *_HTML_ESCAPES)
+"""Go's JSON escapes of what is not a control character, the backslash first."""
+
+_GO_QUOTE_BYTES = _byte_table(
+    [
+        (b"\\\\" if b == 0x5C else b'\\"' if b == 0x22 else _QUOTE_CONTROL_TEXT.get(b, bytes([b])))
+        for b in range(256)
+    ]
+)
+"""Go's Quote of a byte below 0x80 (bytes from 0x80 on are kept: :func:`arrow_go_quotes` decodes them)."""
+
+_LATIN1_JSON_BYTES = _byte_table([go_string(chr(b))[1:-1].encode() for b in range(256)])
+
 __all__ = [
     "FLAVORS",
     "RowValueEncoder",
     "column_flags",
-    "column_values",
     "ddl_value_json",
     "go_json",
     "go_value",

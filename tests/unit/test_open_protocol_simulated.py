@@ -301,17 +301,13 @@ def _changes_per_version(out: Path) -> list[tuple[TableSchema, str, list[tuple]]
 @pytest.mark.parametrize(
     ("flavor", "time_zone", "old_values"), [("tiflow", "UTC", True), ("ticdc", "Asia/Shanghai", False)]
 )
-def test_the_publishers_batches_write_the_one_row_encoders_bytes(
-    sim, flavor, time_zone, old_values, monkeypatch
-):
-    """Values written column by column over a batch (`RowValueEncoder.values`, `CanalJsonEncoder.lines`:
-    the publisher's) are the bytes of the reference encoders row by row, for batches of every size
-    (one row, a few, all of a table version's), with the rows remembered for updates cleared often."""
-    from tidbsim import ticdc_open
+def test_the_publishers_batches_write_the_one_row_encoders_bytes(sim, flavor, time_zone, old_values):
+    """Values written column by column by Arrow over a change-log chunk (`RowValueEncoder.arrow_values`,
+    `CanalJsonEncoder.arrow_lines`: the publisher's) are the bytes of the reference encoders row by row,
+    for chunks of every size (one row, a few, all of a table version's)."""
+    from tidbsim.changelog import columnar_chunk
     from tidbsim.storage_codec import CanalJsonEncoder
-    from tidbsim.ticdc_open import RowValueEncoder, row_value_json
-
-    monkeypatch.setattr(ticdc_open, "REMEMBERED_ROWS", 5)
+    from tidbsim.ticdc_open import RowValueEncoder, arrow_bytes, row_value_json
 
     checked = 0
     for schema, db, changes in _changes_per_version(sim):
@@ -319,14 +315,21 @@ def test_the_publishers_batches_write_the_one_row_encoders_bytes(
         want = [row_value_json(schema, new=new, old=old, **opts) for _, new, old in changes]
         canal = CanalJsonEncoder(schema, db, terminator="", time_zone=time_zone)
         canal_want = [canal.line(ts, new, old, build_ms=0) for ts, new, old in changes]
+        encoder = RowValueEncoder(schema, **opts)
         for size in (1, 7, len(changes) or 1):
-            batches = RowValueEncoder(schema, **opts)
             got: list[bytes] = []
             canal_got: list[bytes] = []
             for i in range(0, len(changes), size):
                 batch = changes[i : i + size]
-                got += batches.values([(new, old) for _, new, old in batch])
-                canal_got += canal.lines(batch, build_ms=0)
+                chunk = columnar_chunk(
+                    [("row", ts, db, schema.name, 0, None, new, old) for ts, new, old in batch]
+                )
+                [group] = chunk.groups
+                new_rows = [-1 if r[6] is None else r[6][1] for r in chunk.records]
+                old_rows = [-1 if r[7] is None else r[7][1] for r in chunk.records]
+                got += arrow_bytes(encoder.arrow_values(group, new_rows, old_rows))
+                ts = [r[1] for r in chunk.records]
+                canal_got += arrow_bytes(canal.arrow_lines(group, ts, new_rows, old_rows, build_ms=0))
             assert got == want
             assert canal_got == canal_want
         checked += len(changes)
@@ -388,6 +391,108 @@ def test_the_batch_writers_write_the_one_value_writers_text():
         for zone in ("UTC", "Asia/Shanghai", "-05:30"):
             local = [t.astimezone(_zone(zone)).replace(tzinfo=None) for t in stamps]
             assert time_texts(stamps, fsp, zone) == [time_text(t, fsp) for t in local]
+
+
+def test_the_arrow_writers_write_the_one_value_writers_text():
+    """The publisher's column writers by Arrow compute (strings with and without escapes, Go-quoted and
+    latin-1 binary strings, base64, floats in both forms, BIT, dates and times in zones) give the one-value
+    writers' texts, or None where they leave a column to them (control characters, years before 1000)."""
+    import base64
+    import random
+
+    import numpy as np
+    import pyarrow as pa
+
+    from backfill.sources.ticdc import go_quote
+    from tidbsim.storage_codec import go_fmt_f
+    from tidbsim.ticdc_open import (
+        _quoted_json,
+        _zone,
+        arrow_base64,
+        arrow_bit_texts,
+        arrow_date_texts,
+        arrow_floats,
+        arrow_go_quotes,
+        arrow_go_strings,
+        arrow_latin1_strings,
+        arrow_time_texts,
+        go_float,
+        go_string,
+        time_text,
+    )
+
+    rng = random.Random(11)
+    chars = list('a "\\<>&\u2028\u2029é中😀')
+    texts = ["".join(rng.choice(chars) for _ in range(rng.randint(0, 9))) for _ in range(2000)]
+    assert arrow_go_strings(pa.array(texts)).to_pylist() == [go_string(t) for t in texts]
+    assert arrow_go_strings(pa.array(["plain", "a\nb"])) is None  # a control character: the long way
+    pieces = [
+        b"a",
+        b"\\",
+        b'"',
+        b"\x00",
+        b"\x07",
+        b"\x7f",
+        b"\x80",
+        b"\xff",
+        "é".encode(),
+        "😀".encode(),
+        b"<&>",
+    ]
+    pieces += [
+        b"\xe4\xb8",
+        b"\xed\xa0\x80",
+        "\u0085".encode(),
+        "\u00ad".encode(),
+        b"\xef\xbf\xbd",
+        "\u2028".encode(),
+    ]
+    blobs = [b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(2000)]
+    blobs += [bytes(rng.randrange(256) for _ in range(rng.randint(0, 16))) for _ in range(1000)]
+    array = pa.array(blobs, pa.binary())
+    assert arrow_go_quotes(array, "bytes").to_pylist() == [_quoted_json(go_quote.quote(b)) for b in blobs]
+    assert arrow_latin1_strings(array, "bytes").to_pylist() == [go_string(b.decode("latin-1")) for b in blobs]
+    assert arrow_go_quotes(array.slice(5, 10), "bytes").to_pylist() == [
+        _quoted_json(go_quote.quote(b)) for b in blobs[5:15]
+    ]
+    want = ['"' + base64.b64encode(b).decode() + '"' for b in blobs]
+    assert arrow_base64(pa.array(blobs, pa.binary())).to_pylist() == want
+    assert arrow_base64(pa.array(texts)).to_pylist() == [
+        '"' + base64.b64encode(t.encode()).decode() + '"' for t in texts
+    ]
+    bits = [bytes(rng.randrange(256) for _ in range(3)) for _ in range(100)]
+    assert arrow_bit_texts(pa.array(bits), "bytes").to_pylist() == [
+        str(int.from_bytes(b, "big")) for b in bits
+    ]
+    assert arrow_bit_texts(pa.array([b"\x01", b"\x01\x02"]), "bytes") is None  # lengths differ
+    floats = [rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30) for _ in range(3000)]
+    floats += [0.0, -0.0, 1.0, 123.0, 1e-4, 9.99e-5, 1e-6, 1e16, 1.5e20, 1e21, 3.4e38]
+    for bits_ in (64, 32):
+        values = [float(np.float32(f)) if bits_ == 32 else f for f in floats]
+        array = pa.array(values, pa.float64())
+        assert arrow_floats(array, "float", bits_).to_pylist() == [go_float(f, bits_) for f in values]
+        positional = arrow_floats(array, "float", bits_, exponent=False).to_pylist()
+        assert positional == [go_fmt_f(f, bits_) for f in values]
+    days = [dt.date(1000, 1, 1) + dt.timedelta(days=rng.randint(0, 3_000_000)) for _ in range(300)]
+    assert arrow_date_texts(pa.array(days), "date").to_pylist() == [f'"{d.isoformat()}"' for d in days]
+    assert arrow_date_texts(pa.array([dt.date(999, 1, 1)]), "date") is None
+    start = dt.datetime(1990, 1, 1, tzinfo=dt.UTC)
+    stamps = [start + dt.timedelta(seconds=rng.randint(0, 10**9), microseconds=rng.randint(0, 10**6 - 1))]
+    stamps += [start + dt.timedelta(seconds=rng.randint(0, 10**9)) for _ in range(500)]
+    aware = pa.array(stamps, pa.timestamp("us", tz="UTC"))
+    naive = [s.replace(tzinfo=None) for s in stamps]
+    for fsp in (0, 3, 6):
+        got = arrow_time_texts(pa.array(naive, pa.timestamp("us")), "datetime", fsp, None).to_pylist()
+        assert got == [f'"{time_text(t, fsp)}"' for t in naive]
+        for zone in ("UTC", "Asia/Shanghai", "-05:30"):
+            local = [t.astimezone(_zone(zone)).replace(tzinfo=None) for t in stamps]
+            texts = arrow_time_texts(aware, "datetime_utc", fsp, zone)
+            if zone == "-05:30":  # not in the time zone database Arrow reads: left to Python
+                assert texts is None
+                continue
+            assert texts.to_pylist() == [f'"{time_text(t, fsp)}"' for t in local]
+    early = pa.array([dt.datetime(999, 12, 31, 23, 59, 59)], pa.timestamp("us"))
+    assert arrow_time_texts(early, "datetime", 0, None) is None
 
 
 @pytest.mark.parametrize("protocol", ["open-protocol", "canal-json"])
