@@ -238,9 +238,9 @@ def _commit_written(
 ) -> int:  # fmt: skip
     """Create the table, then write its rows straight from their decode into its commit at the TSO, whose
     metadata records the rows the written files hold; that count. Bad input fails the write before the
-    commit: the table is removed again where this run created it (`_remove_created`). Each data file
-    (a task) writes its own files where the files are big (`DIRECT_FILE_BYTES`): the optimized write's
-    shuffle would only send the whole table through the shuffle."""
+    commit: the table is removed again where this run created it (`_remove_created`). Where the data files
+    are big (`DIRECT_FILE_BYTES`), each one's task writes its own Delta files: the optimized write the
+    table asks for would shuffle the whole table to make files of a size these have already."""
     rows = _rows(spark, table, initial, tso)
     assert rows is not None  # `_written_directly` takes a table with data files
     rows = fault_stage(rows, "initial.write")
