@@ -6,15 +6,14 @@ from a snapshot").
 All tables' rows are read and checked (Spark, a task per data file) before the first commit: bad input
 leaves every table untouched. The tables are decoded into Spark's cache and counted (the count goes into
 each commit's metadata), except the largest, which is written straight from its decode into its own
-transaction (`_commit_written`): caching it and writing it from the cache took 1.7x the time of Spark's
-own CSV-to-Parquet over the same files, writing it straight about that of the Parquet write
-(bench/NOTES.md). Its table is created before its write, so that a killed write leaves a table at its
-creation only (data files no commit lists, which VACUUM removes), which the rerun loads as any table
-without a checkpoint; data files written before the create commit would leave a folder without a log,
-which `create_table` refuses. Bad input in its write removes the table again (this run created it, no
-commit followed); only then are the others created and committed from their caches. A table whose
-checkpoint exists already is left alone, so a rerun (or the rest of a run killed between tables) loads
-only what is missing, once.
+transaction (`_commit_written`): over 20M rows, caching it and writing it from the cache took 1.6x the time
+of Spark's own CSV-to-Parquet over the same files, writing it straight 1.26x (bench/NOTES.md). Its table is
+created before its write, so that a killed write leaves a table at its creation only (data files no commit
+lists, which VACUUM removes), which the rerun loads as any table without a checkpoint; data files written
+before the create commit would leave a folder without a log, which `create_table` refuses. Bad input in its
+write removes the table again (this run created it, no commit followed); only then are the others created
+and committed from their caches. A table whose checkpoint exists already is left alone, so a rerun (or the
+rest of a run killed between tables) loads only what is missing, once.
 """
 
 from __future__ import annotations
