@@ -58,6 +58,12 @@ def commit_metadata(
     }
 
 
+def upserted_of(metadata: Mapping[str, Any]) -> int:
+    """The rows a commit's userMetadata (`commit_metadata`) says it upserted; 0 where it says none."""
+    rows = metadata.get("rows")
+    return int(rows.get("upserted", 0)) if isinstance(rows, Mapping) else 0
+
+
 SNAPSHOT_STEP = "snapshot"  # the `step` of the commit that gives a table its first version from a snapshot
 
 

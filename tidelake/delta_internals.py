@@ -54,7 +54,7 @@ USED_INTERNALS: Mapping[str, tuple[str, ...]] = {
     "org.apache.spark.sql.delta.DeltaOptions": (),
     "org.apache.spark.sql.delta.DeltaOperations$Write": (),
     "org.apache.spark.sql.delta.actions.SetTransaction": ("appId", "version"),
-    "org.apache.spark.sql.delta.actions.AddFile": ("path", "toPath", "remove", "deletionVector"),
+    "org.apache.spark.sql.delta.actions.AddFile": ("path", "toPath", "remove", "deletionVector", "stats"),
     "org.apache.spark.sql.delta.actions.Action$": ("fromJson",),
     "org.apache.spark.sql.delta.actions.Metadata": ("json", "partitionColumns", "configuration"),
     "org.apache.spark.sql.delta.actions.Protocol": ("json",),
@@ -165,13 +165,13 @@ def commit_in_own_txn(
     *,
     app_id: str,
     txn_version: int,
-    operation: Callable[[], Any],
+    operation: Callable[[Any, Any], Any],
 ) -> int | bool | None:
     """One commit made through the table's own transaction (`DeltaLog.startTransaction`): `write(txn)`
     writes the files and returns the actions to commit, or None where this table needs Delta's own writer
-    (then None is returned and nothing is written). The actions are committed as `operation()` (a
-    `write_operation`) with the SetTransaction `(app_id, txn_version)`; the new table version, or False
-    when the app id has the version already.
+    (then None is returned and nothing is written). The actions are committed as `operation(txn, actions)`
+    (a `write_operation`, which may say what the actions hold) with the SetTransaction `(app_id,
+    txn_version)`; the new table version, or False when the app id has the version already.
 
     The recorded version is read from the transaction's own snapshot's checksum (no Spark job), and the app
     id goes into the transaction's read set, as Delta's `txnVersion` puts it: a writer that records the same
@@ -189,9 +189,8 @@ def commit_in_own_txn(
             actions = write(txn)
             if actions is None:
                 return None
-            return int(
-                txn.commit(actions.appended(_set_transaction(spark, app_id, txn_version)), operation())
-            )
+            tagged = actions.appended(_set_transaction(spark, app_id, txn_version))
+            return int(txn.commit(tagged, operation(txn, actions)))
         except Exception as exc:
             if attempt == COMMIT_ATTEMPTS or not is_concurrent_commit(exc):
                 raise
@@ -224,11 +223,12 @@ def write_operation(
 
 def append_files(
     spark: SparkSession, path: str, rows: DataFrame | None, *, app_id: str, txn_version: int,
-    user_metadata: str, options: Mapping[str, str],
+    user_metadata: str | Callable[[int], str], options: Mapping[str, str],
 ) -> int | bool | None:  # fmt: skip
     """Append `rows` (None: none, a commit that only records the transaction) through the table's own
-    transaction (`commit_in_own_txn`'s result). None, with nothing written, where the rows' column types
-    are not the table's: Delta's writer checks those."""
+    transaction (`commit_in_own_txn`'s result). `user_metadata` may be a function of the number of rows
+    written (`rows_written`), for a commit that records it without the rows counted before. None, with
+    nothing written, where the rows' column types are not the table's: Delta's writer checks those."""
 
     def write(txn: Any) -> Any:
         if rows is None:
@@ -239,10 +239,31 @@ def append_files(
             return txn.writeFiles(rows._jdf)
         return txn.writeFiles(rows._jdf, fs.jvm_class(spark, "scala.Some")(_delta_options(spark, options)))
 
-    return commit_in_own_txn(
-        spark, path, write, app_id=app_id, txn_version=txn_version,
-        operation=lambda: write_operation(spark, user_metadata, overwrite=False),
-    )  # fmt: skip
+    def operation(txn: Any, actions: Any) -> Any:
+        if isinstance(user_metadata, str):
+            return write_operation(spark, user_metadata, overwrite=False)
+        added = [a for a in _scala_list(actions) if str(a.getClass().getSimpleName()) == "AddFile"]
+        counted = user_metadata(rows_written(spark, txn.snapshot(), added))
+        return write_operation(spark, counted, overwrite=False)
+
+    return commit_in_own_txn(spark, path, write, app_id=app_id, txn_version=txn_version, operation=operation)
+
+
+def rows_written(spark: SparkSession, snap: Any, files: list[Any]) -> int:
+    """The rows in `files` (AddFiles a transaction wrote): the sum of their statistics' `numRecords`, which
+    Delta's writer collects as it writes each file; where a file has none (statistics turned off), the
+    files are read back and counted."""
+    counts = [_num_records(file) for file in files]
+    if all(count is not None for count in counts):
+        return sum(count for count in counts if count is not None)
+    return read_data_files(spark, snap, files).count()
+
+
+def _num_records(file: Any) -> int | None:
+    """An AddFile's `numRecords` statistic, None when it has none."""
+    stats = file.stats()
+    found = json.loads(str(stats)).get("numRecords") if stats else None
+    return int(found) if found is not None else None
 
 
 def rewrite_files(
@@ -269,7 +290,9 @@ def rewrite_files(
 
     return commit_in_own_txn(
         spark, path, write, app_id=app_id, txn_version=txn_version,
-        operation=lambda: write_operation(spark, user_metadata, overwrite=True, predicate="true"),
+        operation=lambda _txn, _actions: write_operation(
+            spark, user_metadata, overwrite=True, predicate="true"
+        ),
     )  # fmt: skip
 
 
@@ -308,7 +331,7 @@ def replace_files(
 
     return commit_in_own_txn(
         spark, path, write, app_id=app_id, txn_version=txn_version,
-        operation=lambda: write_operation(spark, user_metadata, overwrite=True),
+        operation=lambda _txn, _actions: write_operation(spark, user_metadata, overwrite=True),
     )  # fmt: skip
 
 

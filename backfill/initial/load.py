@@ -4,7 +4,15 @@ TiCDC source continues from there and skips every change at or below it (docs/ar
 from a snapshot").
 
 All tables' rows are read and checked (Spark, a task per data file) before the first commit: bad input
-leaves every table untouched. A table whose checkpoint exists already is left alone, so a rerun (or the
+leaves every table untouched. The tables are decoded into Spark's cache and counted (the count goes into
+each commit's metadata), except the largest, which is written straight from its decode into its own
+transaction (`_commit_written`): over 20M rows, caching it and writing it from the cache took 1.6x the time
+of Spark's own CSV-to-Parquet over the same files, writing it straight 1.26x (bench/NOTES.md). Its table is
+created before its write, so that a killed write leaves a table at its creation only (data files no commit
+lists, which VACUUM removes), which the rerun loads as any table without a checkpoint; data files written
+before the create commit would leave a folder without a log, which `create_table` refuses. Bad input in its
+write removes the table again (this run created it, no commit followed); only then are the others created
+and committed from their caches. A table whose checkpoint exists already is left alone, so a rerun (or the
 rest of a run killed between tables) loads only what is missing, once.
 """
 
@@ -12,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from backfill import sink
 from backfill.apply.merge import create_table
@@ -21,7 +29,7 @@ from backfill.initial.export import decompressed, parse_csv, parse_sql, table_sc
 from backfill.sources.base import CheckpointBook, StageClock
 from backfill.sources.storage.source import local_file, read_local
 from backfill.tables import identity_without_handle, table_matches
-from tidelake import conventions, delta, fs
+from tidelake import conventions, delta, delta_internals, fs
 from tidelake.conventions import COMMIT_TS
 from tidelake.dumpling import (
     METADATA,
@@ -32,6 +40,7 @@ from tidelake.dumpling import (
     snapshot_tso,
 )
 from tidelake.errors import InputError
+from tidelake.faults import fault_stage
 from tidelake.sparkerrors import in_task, input_errors
 from tidelake.sqlident import quote_ident
 
@@ -50,6 +59,7 @@ class ExportTable:
     schema: TableSchema
     path: str  # the Delta table's
     files: tuple[str, ...]
+    size: int = 0  # bytes of its data files
 
 
 @dataclass(frozen=True)
@@ -86,16 +96,7 @@ def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock)
         tables = _tables_to_load(spark, export, config.target.tables, book)
         if not tables:
             return InitialLoad(export, tso, ())
-        frames = [_rows(spark, table, initial, tso) for table in tables]
-        with input_errors("Dumpling export"):
-            counts = [frame.persist().count() if frame is not None else 0 for frame in frames]
-        try:
-            for table, frame, count in zip(tables, frames, counts, strict=True):
-                _commit(spark, config, table, frame, count, export, tso)
-        finally:
-            for frame in frames:
-                if frame is not None:
-                    frame.unpersist()
+        counts = _load_tables(spark, config, initial, tables, export, tso)
     return InitialLoad(
         export,
         tso,
@@ -103,12 +104,46 @@ def load_initial(spark: SparkSession, config: TidelakeConfig, clock: StageClock)
     )
 
 
+def _load_tables(
+    spark: SparkSession, config: TidelakeConfig, initial: InitialLoadConfig, tables: list[ExportTable],
+    export: str, tso: int,
+) -> list[int]:  # fmt: skip
+    """Give `tables` their first versions; the rows of each. Every table but the one `_written_directly` is
+    decoded into the cache and counted first, so bad input in any of them stops the load with nothing
+    created; then that one is written and committed, then the others from their caches."""
+    direct = _written_directly(spark, tables)
+    cached = {table: _rows(spark, table, initial, tso) for table in tables if table is not direct}
+    try:
+        with input_errors("Dumpling export"):
+            counts = {t: frame.persist().count() if frame is not None else 0 for t, frame in cached.items()}
+        if direct is not None:
+            counts[direct] = _commit_written(spark, config, direct, initial, export, tso)
+        for table, frame in cached.items():
+            _commit(spark, config, table, frame, counts[table], export, tso)
+    finally:
+        for frame in cached.values():
+            if frame is not None:
+                frame.unpersist()
+    return [counts[table] for table in tables]
+
+
+def _written_directly(spark: SparkSession, tables: list[ExportTable]) -> ExportTable | None:
+    """The table whose rows go straight from their decode into its commit: the largest (by data-file
+    bytes), where commits go through the table's own transaction, which counts the rows it wrote before
+    it commits. None elsewhere (Delta's public writer takes the commit's metadata, the count with it,
+    before it writes: every table is cached and counted first) and when no table has a data file."""
+    if not delta_internals.commits_usable(spark):
+        return None
+    largest = max(tables, key=lambda table: table.size)
+    return largest if largest.files else None
+
+
 def _tables_to_load(
     spark: SparkSession, export: str, patterns: tuple[str, ...], book: CheckpointBook
 ) -> list[ExportTable]:
-    names = [status.name for status in fs.list_dir(spark, export) if not status.is_dir]
+    sizes = {status.name: status.size for status in fs.list_dir(spark, export) if not status.is_dir}
     found = []
-    for db, table, file in schema_files(names):
+    for db, table, file in schema_files(list(sizes)):
         if not table_matches(patterns, db, table):
             continue  # the export holds it, the job does not track it
         path = book.path(db, table)
@@ -116,8 +151,9 @@ def _tables_to_load(
             continue  # started already (this export, or its changes since)
         where = fs.join(export, file)
         schema = table_schema(fs.read_text(spark, where), db, table, where)
-        files = tuple(fs.join(export, name) for name in data_files(names, db, table, ("csv", "sql")))
-        found.append(ExportTable(schema, path, files))
+        names_of_data = data_files(list(sizes), db, table, ("csv", "sql"))
+        files = tuple(fs.join(export, name) for name in names_of_data)
+        found.append(ExportTable(schema, path, files, sum(sizes[name] for name in names_of_data)))
     return found
 
 
@@ -188,14 +224,65 @@ def _commit(
     tso: int,
     kind: str = "dumpling",
 ) -> None:
-    schema = table.schema
-    identity = identity_without_handle(schema)
-    create_table(
-        spark, table.path, schema, identity, config.target.layout_of(schema.schema_name or "", schema.name)
-    )
-    metadata = conventions.commit_metadata(
-        step=conventions.SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso,
-        upserted=count, extra=conventions.snapshot_metadata(kind, export, tso, schema.table_info),
-    )  # fmt: skip
+    """Create the table and commit its counted (cached) rows at the TSO."""
+    _create(spark, config, table)
     change = sink.Advance() if rows is None else sink.Append(rows)
+    metadata = _snapshot_metadata(table, kind, export, tso, count)
     sink.commit(spark, table.path, change, sink.Txn(config.job.app_id, tso, metadata))
+
+
+def _commit_written(
+    spark: SparkSession, config: TidelakeConfig, table: ExportTable, initial: InitialLoadConfig, export: str,
+    tso: int,
+) -> int:  # fmt: skip
+    """Create the table, then write its rows straight from their decode into its commit at the TSO, whose
+    metadata records the rows the written files hold; that count. Bad input fails the write before the
+    commit: the table is removed again where this run created it (`_remove_created`). Where the data files
+    are big (`DIRECT_FILE_BYTES`), each one's task writes its own Delta files: the optimized write the
+    table asks for would shuffle the whole table to make files of a size these have already."""
+    rows = _rows(spark, table, initial, tso)
+    assert rows is not None  # `_written_directly` takes a table with data files
+    rows = fault_stage(rows, "initial.write")
+    created = _create(spark, config, table)
+    optimize_write = False if table.size >= DIRECT_FILE_BYTES * len(table.files) else None
+    change = sink.Append(
+        rows, optimize_write, lambda count: _snapshot_metadata(table, "dumpling", export, tso, count)
+    )
+    try:
+        with input_errors("Dumpling export"):
+            done = sink.commit(spark, table.path, change, sink.Txn(config.job.app_id, tso))
+    except InputError:
+        if created:
+            _remove_created(spark, table.path)
+        raise
+    return conventions.upserted_of(done.user_metadata)
+
+
+# data files this big on average are written as a Delta file each: bench/NOTES.md "Optimized write on a
+# first load" (merge.py's FILE_PER_PARTITION_ROWS, by bytes, since the rows are counted only as they write)
+DIRECT_FILE_BYTES = 4 * 1024 * 1024
+
+
+def _remove_created(spark: SparkSession, path: str) -> None:
+    """Remove a table this run created for a write that failed on bad input, with the files the write left,
+    unless another writer committed to it since (it is past version 0): the rerun then finds the folder as
+    before this run."""
+    if delta.table_version(spark, path) == 0:
+        fs.delete(spark, path)
+
+
+def _create(spark: SparkSession, config: TidelakeConfig, table: ExportTable | UpstreamTable) -> bool:
+    """Create the table (with the job's layout) if it is not there; True if this call created it."""
+    schema = table.schema
+    layout = config.target.layout_of(schema.schema_name or "", schema.name)
+    return create_table(spark, table.path, schema, identity_without_handle(schema), layout)
+
+
+def _snapshot_metadata(
+    table: ExportTable | UpstreamTable, kind: str, export: str, tso: int, count: int
+) -> dict[str, Any]:
+    """The userMetadata of a table's snapshot commit (`started_from` reads it), with its row count."""
+    return conventions.commit_metadata(
+        step=conventions.SNAPSHOT_STEP, checkpoint_ts=tso, resolved_ts=tso, run_resolved_ts=tso,
+        upserted=count, extra=conventions.snapshot_metadata(kind, export, tso, table.schema.table_info),
+    )  # fmt: skip

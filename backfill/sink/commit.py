@@ -43,10 +43,15 @@ class Txn:
 @dataclass(frozen=True)
 class Append:
     """Rows added to the table. `optimize_write` (None: as the table says) overrides the table's optimized
-    writes for this commit only."""
+    writes for this commit only. `metadata_of_rows`, when given, makes the commit's userMetadata (in place
+    of `txn.metadata`) from the number of rows appended: through the table's own transaction it is counted
+    from the written files' statistics, so rows computed from their input are read once, not cached and
+    counted before the write; Delta's public writer takes its metadata before it writes, so there the rows
+    are cached and counted first."""
 
     rows: DataFrame
     optimize_write: bool | None = None
+    metadata_of_rows: Callable[[int], Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,12 +90,14 @@ TableChange = Append | Advance | Merge | Rewrite | Replace
 @dataclass(frozen=True)
 class Committed:
     """What `commit` left: whether it committed (False: the table had the transaction version already),
-    the table's version after it, and the commit's operation metrics (Delta's, as text; empty when
-    nothing was committed)."""
+    the table's version after it, and the commit's operation metrics (Delta's, as text) and userMetadata
+    (as recorded: with the count of an `Append` with `metadata_of_rows`); both empty when nothing was
+    committed."""
 
     committed: bool
     table_version: int
     metrics: Mapping[str, str] = field(default_factory=dict)
+    user_metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 def commit(spark: SparkSession, path: str, change: TableChange, txn: Txn) -> Committed:
@@ -116,7 +123,8 @@ def _through_own_txn(spark: SparkSession, path: str, change: TableChange, txn: T
     if isinstance(change, Append | Advance):
         return delta_internals.append_files(
             spark, path, change.rows if isinstance(change, Append) else None, app_id=app_id,
-            txn_version=version, user_metadata=user_metadata, options=_write_options(change),
+            txn_version=version, user_metadata=_counted_metadata(change) or user_metadata,
+            options=_write_options(change),
         )  # fmt: skip
     if isinstance(change, Rewrite):
         return delta_internals.rewrite_files(
@@ -127,6 +135,14 @@ def _through_own_txn(spark: SparkSession, path: str, change: TableChange, txn: T
         spark, path, change.new_rows, properties=change.properties, app_id=app_id, txn_version=version,
         user_metadata=user_metadata,
     )  # fmt: skip
+
+
+def _counted_metadata(change: Append | Advance) -> Callable[[int], str] | None:
+    """The userMetadata text of an `Append` with `metadata_of_rows`, from the rows appended."""
+    of_rows = change.metadata_of_rows if isinstance(change, Append) else None
+    if of_rows is None:
+        return None
+    return lambda rows: delta.metadata_json(of_rows(rows))
 
 
 def _write_options(change: Append | Advance) -> dict[str, str]:
@@ -140,6 +156,8 @@ def _through_public_writer(spark: SparkSession, path: str, change: TableChange, 
     a lost race tried again); False when the table has the transaction version already. The writer takes
     the tag as its options: it runs in the session of the rows, which need not be `spark`'s, whose conf
     `commit_with_txn` sets."""
+    if isinstance(change, Append) and change.metadata_of_rows is not None:
+        return _counted_first(spark, path, change, change.metadata_of_rows, txn)
     if isinstance(change, Replace):
         _set_properties_first(spark, path, change, txn)
 
@@ -159,6 +177,20 @@ def _through_public_writer(spark: SparkSession, path: str, change: TableChange, 
     return delta.commit_with_txn(
         spark, path, write, app_id=txn.app_id, txn_version=txn.version, metadata=txn.metadata
     )
+
+
+def _counted_first(
+    spark: SparkSession, path: str, change: Append, metadata_of_rows: Callable[[int], Mapping[str, Any]],
+    txn: Txn,
+) -> bool:  # fmt: skip
+    """An `Append` with `metadata_of_rows` through Delta's public writer, which takes the userMetadata before
+    it writes: the rows cached and counted first, then written from the cache."""
+    rows = change.rows.persist()
+    try:
+        counted = Txn(txn.app_id, txn.version, metadata_of_rows(rows.count()))
+        return _through_public_writer(spark, path, Append(rows, change.optimize_write), counted)
+    finally:
+        rows.unpersist()
 
 
 def _tagged(rows: DataFrame, txn: Txn) -> Any:
@@ -209,7 +241,8 @@ def _committed(spark: SparkSession, path: str, txn: Txn, version: int | bool | N
         version = _tagged_version(spark, path, txn)
     info = delta.read_commit_info(spark, path, version) or {}
     metrics = info.get("operationMetrics") or {}
-    return Committed(True, version, {str(k): str(v) for k, v in metrics.items()})
+    user_metadata = delta.json_object(info.get("userMetadata")) or {}
+    return Committed(True, version, {str(k): str(v) for k, v in metrics.items()}, user_metadata)
 
 
 def _tagged_version(spark: SparkSession, path: str, txn: Txn) -> int:

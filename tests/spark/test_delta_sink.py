@@ -210,6 +210,31 @@ def test_a_tagged_append_commits_once_with_its_metadata(spark, warehouse: str) -
     assert (history["operation"], history["operationMetrics"]["numOutputRows"]) == ("WRITE", "1")
 
 
+@pytest.mark.parametrize("path_taken", ["statistics", "no statistics", "public writer"])
+def test_an_append_records_the_rows_it_wrote_in_its_metadata(
+    spark, warehouse: str, monkeypatch: pytest.MonkeyPatch, path_taken: str
+) -> None:
+    """`metadata_of_rows`: counted from the written files' statistics, from the files read back where the
+    writer collected none, or (Delta's public writer) from the rows cached before the write."""
+    if path_taken == "public writer":
+        monkeypatch.setenv(delta_internals.INTERNALS_ENV, "off")
+    path = f"{warehouse}/t"
+    make_table(spark, path)
+    new = spark.range(3, 13, numPartitions=3).selectExpr("CAST(id AS INT) AS k", "'n' AS v")
+    append = sink.Append(new, metadata_of_rows=lambda n: {"step": "load", "rows": n})
+    conf = {"spark.databricks.delta.stats.collect": "false"} if path_taken == "no statistics" else {}
+    with delta.session_conf_set(spark, conf):
+        done = sink.commit(spark, path, append, sink.Txn(APP, 5))
+        again = sink.commit(spark, path, append, sink.Txn(APP, 5))
+
+    assert done.committed and done.user_metadata == {"step": "load", "rows": 10}, done
+    assert not again.committed and again.user_metadata == {}
+    assert delta.last_commit(spark, path, APP) == delta.DeltaCommit(
+        table_version=1, txn_version=5, user_metadata={"step": "load", "rows": 10}
+    )
+    assert len(rows(spark, path)) == 12
+
+
 def race_after_the_transaction_begins(
     spark, monkeypatch: pytest.MonkeyPatch, path: str, app_id: str, row
 ) -> None:

@@ -14,11 +14,14 @@ import pyarrow as pa
 import pytest
 
 from backfill.cli import main
+from backfill.clock import StageClock
+from backfill.initial import load
 from backfill.run import run_backfill
 from tests.storage_sink import SinkFolder, csv_line
 from tidbsim.dumpling import ExportedTable, write_export
 from tidelake import delta
 from tidelake.config import load_config
+from tidelake.errors import InputError
 
 pytestmark = pytest.mark.spark
 
@@ -36,9 +39,11 @@ KINDS_SQL = (
 
 
 def export(
-    tmp_path: Path, *, header: bool = True, compression: str | None = None, file_type: str = "csv"
-) -> Path:
-    users = pa.table({"id": [1, 2, 3], "name": ['a,"q"', None, "x\ny\\"], "score": [10, 20, 30]})
+    tmp_path: Path, *, header: bool = True, compression: str | None = None, file_type: str = "csv",
+    users: pa.Table | None = None,
+) -> Path:  # fmt: skip
+    if users is None:
+        users = pa.table({"id": [1, 2, 3], "name": ['a,"q"', None, "x\ny\\"], "score": [10, 20, 30]})
     kinds = pa.table(
         {
             "k": pa.array([decimal.Decimal(2**64 - 1)], pa.decimal128(20, 0)),
@@ -163,3 +168,105 @@ def test_a_changefeed_started_above_the_tso_or_a_table_missing_from_the_export_s
     else:
         assert "app.kinds: a tracked table that predates the changefeed" in err, err
         assert "exists at the snapshot's TSO 150" in err, err
+
+
+# users of 40 rows in 20 files: the largest table, written straight from its decode into its commit; kinds
+# (1 row) goes through the cache
+MANY_USERS = pa.table({"id": list(range(1, 41)), "name": [f"u{i}" for i in range(1, 41)], "score": [7] * 40})
+
+
+def written_directly(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables `_commit_written` wrote (the real function runs)."""
+    names: list[str] = []
+    real = load._commit_written
+
+    def spy(spark, config, table, *args):
+        names.append(table.schema.name)
+        return real(spark, config, table, *args)
+
+    monkeypatch.setattr(load, "_commit_written", spy)
+    return names
+
+
+def snapshot_commits(spark, tmp_path: Path, table: str) -> tuple[dict, dict]:
+    """The userMetadata of versions 0 (the create) and 1 (the snapshot) of `app.<table>`."""
+    path = str(tmp_path / "wh" / "app" / table)
+    first, second = (json.loads(delta.commit_user_metadata(spark, path, v) or "{}") for v in (0, 1))
+    return first, second
+
+
+def test_the_largest_table_goes_straight_into_its_commit_which_records_its_rows(
+    spark, tmp_path, monkeypatch
+) -> None:
+    """Version 0 creates each table, version 1 is its snapshot commit with the rows it holds (for the
+    largest, counted from the files its write wrote), as the cached tables' are."""
+    written = written_directly(monkeypatch)
+    dump = export(tmp_path, users=MANY_USERS)
+    loaded = load.load_initial(spark, load_config(job(tmp_path, dump)), StageClock())
+    assert written == ["users"]
+    assert loaded is not None and dict(loaded.loaded) == {"app.users": 40, "app.kinds": 1}
+    for table, rows in (("users", 40), ("kinds", 1)):
+        path = str(tmp_path / "wh" / "app" / table)
+        assert spark.read.format("delta").load(path).count() == rows
+        assert delta.table_version(spark, path) == 1
+        create, snapshot = snapshot_commits(spark, tmp_path, table)
+        assert create["step"] == "create", create
+        assert (snapshot["step"], snapshot["rows"]["upserted"]) == ("snapshot", rows), snapshot
+        assert load.started_from(spark, path) == {"kind": "dumpling", "path": f"file:{dump}", "tso": TSO}
+
+
+def test_bad_input_in_the_largest_table_leaves_no_table_and_the_rerun_loads_each_once(
+    spark, tmp_path, capsys, monkeypatch
+) -> None:
+    """The largest table's write fails on a cut line after its table was created: the table is removed
+    again and no other table is created; the rerun, with the file whole, loads both tables once."""
+    sink(tmp_path)
+    written = written_directly(monkeypatch)
+    dump = export(tmp_path, users=MANY_USERS)
+    data = dump / "app.users.000000019.csv"
+    whole = data.read_bytes()
+    data.write_bytes(whole[:-3])
+    conf = str(job(tmp_path, dump))
+    assert main(["run", "--config", conf]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "app.users.000000019.csv:" in err and "no line end" in err, err
+    assert written == ["users"]
+    assert not (tmp_path / "wh" / "app" / "users").exists()
+    assert not list(tmp_path.glob("wh/*/*/_delta_log"))
+
+    data.write_bytes(whole)
+    assert main(["run", "--config", conf]) == 0
+    users = spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "users"))
+    assert sorted(r.id for r in users.collect()) == list(range(1, 41))
+    assert users.filter("id = 2").first().name == "b2"  # the sink's update after the TSO
+    assert snapshot_commits(spark, tmp_path, "users")[1]["rows"]["upserted"] == 40
+    assert spark.read.format("delta").load(str(tmp_path / "wh" / "app" / "kinds")).count() == 1
+
+
+def test_a_table_a_killed_run_left_at_its_creation_is_loaded_once_and_never_removed(spark, tmp_path) -> None:
+    """A run killed while it wrote the largest table leaves it at version 0, with data files no commit
+    lists: bad input in the next run leaves that table as it found it (this run did not create it), and
+    the run after loads it once (the files left are not its rows)."""
+    dump = export(tmp_path, users=MANY_USERS)
+    conf = load_config(job(tmp_path, dump))
+    book = load.CheckpointBook(spark, conf.target.warehouse, conf.job.app_id)
+    (users,) = load._tables_to_load(spark, str(dump), ("app.users",), book)
+    assert load._create(spark, conf, users)
+    left = spark.createDataFrame(
+        [(99, "left", 1, TSO)], "id INT, name STRING, score INT, _tidb_commit_ts BIGINT"
+    )
+    left.write.mode("append").parquet(users.path)
+    data = dump / "app.users.000000019.csv"
+    whole = data.read_bytes()
+    data.write_bytes(whole[:-3])
+    with pytest.raises(InputError, match="app.users.000000019.csv"):
+        load.load_initial(spark, conf, StageClock())
+    assert delta.table_version(spark, users.path) == 0
+    assert not (tmp_path / "wh" / "app" / "kinds").exists()
+
+    data.write_bytes(whole)
+    loaded = load.load_initial(spark, conf, StageClock())
+    assert loaded is not None and dict(loaded.loaded) == {"app.users": 40, "app.kinds": 1}
+    got = spark.read.format("delta").load(users.path).collect()
+    assert sorted(r.id for r in got) == list(range(1, 41))
+    assert delta.table_version(spark, users.path) == 1
