@@ -46,6 +46,7 @@ from tidbsim.ticdc_open import (
     go_strings,
     go_value,
     group_sections,
+    joined_members,
     memoized,
     null_safe,
     quoted,
@@ -495,21 +496,8 @@ class CanalJsonEncoder:
         return pc.binary_join_element_wise(*pieces, "}" + self.terminator, "")
 
     def _arrow_sections(self, group: RowGroup, rows: pa.RecordBatch) -> pa.Array:
-        at = {name: i for i, name in enumerate(group.names)}
-        pieces: list[Any] = []
-        lead = "[{"
-        for key, name, write in zip(self.keys, self.names, self.arrow_formats, strict=True):
-            i = at.get(name)
-            texts = (
-                pa.array(["null"] * rows.num_rows, pa.string())
-                if i is None
-                else write(rows.column(i), group.tags[i])
-            )
-            pieces += [lead + key, texts]
-            lead = ","
-        if not pieces:
-            return pa.array(["[{}]"] * rows.num_rows, pa.string())
-        return pc.binary_join_element_wise(*pieces, "}]", "")
+        heads = list(zip(self.names, self.keys, strict=True))
+        return joined_members(group, rows, heads, self.arrow_formats, ("[{", ",", "}]", "[{}]"))
 
     def _sql_types(self, group: RowGroup, data_rows: np.ndarray) -> pa.Array:
         """Each change's ``,"sql":"","sqlType":{..}`` and ``mysqlType``: a promoted unsigned column's

@@ -324,21 +324,8 @@ class RowValueEncoder:
         return pc.binary_join_element_wise(prefix, first, tail, "")
 
     def _arrow_sections(self, group: RowGroup, rows: pa.RecordBatch) -> pa.Array:
-        at = {name: i for i, name in enumerate(group.names)}
-        pieces: list[Any] = []
-        lead = "{"
-        for (name, head, _), write in zip(self.columns, self.arrow_writers, strict=True):
-            i = at.get(name)
-            texts = (
-                pa.array(["null"] * rows.num_rows, pa.string())
-                if i is None
-                else write(rows.column(i), group.tags[i])
-            )
-            pieces += [lead + head, texts]
-            lead = "},"
-        if not pieces:
-            return pa.array(["{}"] * rows.num_rows, pa.string())
-        return pc.binary_join_element_wise(*pieces, "}}", "")
+        heads = [(name, head) for name, head, _ in self.columns]
+        return joined_members(group, rows, heads, self.arrow_writers, ("{", "},", "}}", "{}"))
 
     def value(self, *, new: Mapping[str, Any] | None, old: Mapping[str, Any] | None) -> bytes:
         """The value JSON of an insert (``new``), update (``new`` + ``old``) or delete (``old``)."""
@@ -525,6 +512,34 @@ def group_sections(
     return write(group, rows), at
 
 
+def joined_members(
+    group: RowGroup,
+    rows: pa.RecordBatch,
+    heads: Sequence[tuple[str, str]],
+    writers: Sequence[ArrowWriter],
+    frame: tuple[str, str, str, str],
+) -> pa.Array:
+    """Per row, one JSON text of its columns: ``frame`` = (opening, between, closing, no columns); each
+    (column name, head) of ``heads`` gives the head and the column's text by its writer (``null`` for a
+    column the table version lacks). All by Arrow."""
+    opening, between, closing, empty = frame
+    at = {name: i for i, name in enumerate(group.names)}
+    pieces: list[Any] = []
+    lead = opening
+    for (name, head), write in zip(heads, writers, strict=True):
+        i = at.get(name)
+        texts = (
+            pa.array(["null"] * rows.num_rows, pa.string())
+            if i is None
+            else write(rows.column(i), group.tags[i])
+        )
+        pieces += [lead + head, texts]
+        lead = between
+    if not pieces:
+        return pa.array([empty] * rows.num_rows, pa.string())
+    return pc.binary_join_element_wise(*pieces, closing, "")
+
+
 def quoted(texts: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise('"', texts, '"', "")
 
@@ -581,20 +596,23 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([len(t) for t in texts], dtype=np.int64)
 
 
+def _binary_bytes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary (or string) array's value offsets and the bytes they point into, without a copy."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
+        values.offset : values.offset + len(values) + 1
+    ]
+    data = values.buffers()[2]
+    if data is None:
+        return offsets, np.zeros(0, np.uint8)
+    return offsets, np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
 def _escape_bytes(
     values: pa.Array, table: tuple[np.ndarray, np.ndarray], *, separated: bool = False
 ) -> tuple[np.ndarray, bytes]:
     """Every byte of a binary array replaced by its ``table`` text: the new offsets and data (with
     ``separated``, a NUL byte after each value, the offsets not counting them)."""
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    data = values.buffers()[2]
-    raw = (
-        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
-        if data is not None
-        else np.zeros(0, np.uint8)
-    )
+    offsets, raw = _binary_bytes(values)
     texts, lengths = table
     widths = lengths[raw]
     ends = np.cumsum(widths)
@@ -639,15 +657,7 @@ _BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 def arrow_base64(values: pa.Array) -> pa.Array:
     """``base64.b64encode`` of each value (of a binary or string array, its UTF-8 bytes), quoted: every
     value padded to whole 3-byte groups, each group's four letters by one table lookup, '=' for the pad."""
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    data = values.buffers()[2]
-    raw = (
-        np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
-        if data is not None
-        else np.zeros(0, np.uint8)
-    )
+    offsets, raw = _binary_bytes(values)
     lengths = np.diff(offsets).astype(np.int64)
     groups = (lengths + 2) // 3
     group_ends = np.cumsum(groups)
@@ -689,10 +699,7 @@ def arrow_bit_texts(values: pa.Array, tag: str) -> pa.Array | None:
     width = pc.max(lengths).as_py()
     if width is None or width > 8 or pc.min(lengths).as_py() != width or width == 0:
         return None
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    raw = np.frombuffer(values.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]].reshape(-1, width)
+    raw = _binary_bytes(values)[1].reshape(-1, width)
     padded = np.zeros((len(values), 8), dtype=np.uint8)
     padded[:, 8 - width :] = raw
     return pa.array(padded.view(">u8").ravel().astype(np.uint64)).cast(pa.string())
