@@ -32,14 +32,12 @@ from tidbsim.ticdc_open import (
     ArrowWriter,
     Float32,
     arrow_bit_texts,
-    arrow_date_texts,
-    arrow_decimal_texts,
+    arrow_decimal_or_time_writer,
     arrow_floats,
     arrow_go_strings,
     arrow_integer_texts,
     arrow_latin1_strings,
     arrow_memoized,
-    arrow_time_texts,
     arrow_writer,
     go_floats,
     go_string,
@@ -395,13 +393,8 @@ def _canal_arrow_formatter(
         )
     if kind in (K.TEXT, K.JSON, K.TIME, K.DECIMAL_STR):
         return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
-    if kind == K.DECIMAL:
-        return null_safe(arrow_decimal_texts)
-    if kind == K.DATE:
-        return null_safe(arrow_date_texts)
-    if kind in (K.DATETIME, K.TIMESTAMP):
-        zone = time_zone if kind == K.TIMESTAMP else None
-        return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
+    if kind in (K.DECIMAL, K.DATE, K.DATETIME, K.TIMESTAMP):
+        return arrow_decimal_or_time_writer(col, time_zone)
     if kind in (K.FLOAT32, K.FLOAT64):
         bits = 32 if kind == K.FLOAT32 else 64
         return null_safe(

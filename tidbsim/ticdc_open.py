@@ -764,6 +764,17 @@ def arrow_memoized(slow: Callable[[list[Any]], list[str]]) -> ArrowFastWriter:
     return run
 
 
+def arrow_decimal_or_time_writer(col: ColumnSchema, time_zone: str) -> ArrowFastWriter:
+    """A DECIMAL, DATE, DATETIME or TIMESTAMP column's texts by Arrow, the same in both protocols (which
+    quote them alike): TIMESTAMP in the changefeed's time zone, the others as stored."""
+    if col.kind == K.DECIMAL:
+        return null_safe(arrow_decimal_texts)
+    if col.kind == K.DATE:
+        return null_safe(arrow_date_texts)
+    zone = time_zone if col.kind == K.TIMESTAMP else None
+    return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
+
+
 def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFastWriter | None:
     """:func:`_batch_value_writer` by Arrow compute for the kinds and tags it can do (the same texts)."""
     kind = col.kind
@@ -786,13 +797,8 @@ def _arrow_value_writer(col: ColumnSchema, flag: int, time_zone: str) -> ArrowFa
         return null_safe(lambda values, tag: arrow_floats(values, tag, bits))
     if kind == K.BIT:
         return arrow_bit_texts
-    if kind == K.DECIMAL:
-        return null_safe(arrow_decimal_texts)
-    if kind == K.DATE:
-        return null_safe(arrow_date_texts)
-    if kind in (K.DATETIME, K.TIMESTAMP):
-        zone = time_zone if kind == K.TIMESTAMP else None
-        return null_safe(lambda values, tag: arrow_time_texts(values, tag, col.fsp, zone))
+    if kind in (K.DECIMAL, K.DATE, K.DATETIME, K.TIMESTAMP):
+        return arrow_decimal_or_time_writer(col, time_zone)
     if kind in (K.DECIMAL_STR, K.JSON, K.TIME, K.VECTOR):
         return null_safe(lambda values, tag: arrow_go_strings(values) if tag == "str" else None)
     if kind in (K.ENUM, K.SET):
