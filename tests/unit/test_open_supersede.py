@@ -107,6 +107,30 @@ def test_kept_events_collapse_to_the_same_rows(seed):
     assert collapsed(rows_to_arrow(kept, schema), keys) == collapsed(rows_to_arrow(table, schema), keys)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_values_parsed_in_slices_keep_what_one_parse_keeps(seed, monkeypatch):
+    """A task's values are parsed `PARSED_AT_ONCE` at a time (bounded memory); the keys of all slices are
+    compared together, so the slices keep exactly what one parse of every value keeps."""
+    from backfill.sources.ticdc import open_supersede
+
+    table = events(random_history(random.Random(seed), 300))
+    whole = LatestPerKey(("id",)).keep(table).column("offset").to_pylist()
+    monkeypatch.setattr(open_supersede, "PARSED_AT_ONCE", 7)
+    assert LatestPerKey(("id",)).keep(table).column("offset").to_pylist() == whole
+
+
+def test_a_slice_that_does_not_parse_is_kept_for_the_typing_to_name(monkeypatch):
+    from backfill.sources.ticdc import open_supersede
+
+    monkeypatch.setattr(open_supersede, "PARSED_AT_ONCE", 2)
+    history = [{"ts": 10 + i, "value": {"u": columns(1, i)}} for i in range(6)]
+    history[3] = {"ts": 13, "value": b'{"u": {"id": '}
+    kept = LatestPerKey(("id",)).keep(events(history))
+    assert kept.column("offset").to_pylist() == [2, 3, 5]  # the slice [2, 3] kept whole, 5 supersedes 0-1, 4
+    with pytest.raises(InputError, match="offset 3"):
+        rows_to_arrow(kept, schema_of(columns(1, 1)))
+
+
 def test_an_update_that_moves_its_key_is_kept():
     history = [
         {"ts": 10, "value": {"u": columns(2, 5), "p": columns(1, 4)}},  # 1 -> 2: deletes key 1 too

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -46,6 +47,9 @@ def _key_value_decoder(columns: tuple[str, ...]) -> msgspec.json.Decoder:
     return msgspec.json.Decoder(list[value])  # type: ignore[valid-type]
 
 
+PARSED_AT_ONCE = 100_000  # events whose values one parse holds (`LatestPerKey.keep`): bounds its memory
+
+
 class LatestPerKey:
     """The collapse rule on untyped open-protocol row events of one table, keyed by `keys` (the table's
     merge key columns; ``_tidb_rowid`` is the event's ``rid``)."""
@@ -58,27 +62,23 @@ class LatestPerKey:
     def keep(self, events: pa.Table) -> pa.Table:
         """`events` (``open_protocol.EVENT_SCHEMA`` row events) without the ones a kept event supersedes,
         in their order."""
+        kept = self.kept(events)
+        return events if kept is None else events.filter(pa.array(kept))
+
+    def kept(self, events: pa.Table) -> np.ndarray | None:
+        """Per event whether `keep` keeps it (None: every event). The values are parsed `PARSED_AT_ONCE`
+        at a time: a task can hold millions of events of a hot table, and what the selection holds of each
+        is its key's text."""
         n = events.num_rows
         if n < 2 or not self.keys:
-            return events
-        try:
-            docs = _key_value_decoder(self.json_keys).decode(
-                b"[" + b",".join(events.column("value").to_pylist()) + b"]"
-            )
-        except (msgspec.DecodeError, TypeError):
-            return events  # the typing names the bad value
-        if len(docs) != n:
-            return events
-        sections = [doc.d if doc.d is not None else doc.u for doc in docs]
-        puts = np.fromiter((doc.d is None for doc in docs), bool, n)
-        group, keyed = self._groups(events, sections)
-        pinned = pc.or_(
-            pc.fill_null(events.column("handle_only"), False), pc.is_valid(events.column("claim_check"))
+            return None
+        facts = [self._facts(events.slice(at, PARSED_AT_ONCE)) for at in range(0, n, PARSED_AT_ONCE)]
+        kept = np.concatenate([f.always for f in facts])
+        keyed = np.concatenate([f.keyed for f in facts])
+        puts = np.concatenate([f.puts for f in facts])
+        group = self._groups(
+            events, [pa.concat_arrays([f.texts[i] for f in facts]) for i in range(len(self.attrs))]
         )
-        kept = ~keyed | pinned.to_numpy(zero_copy_only=False)
-        for i, doc in enumerate(docs):  # an update whose key moved also deletes its old key: never dropped
-            if keyed[i] and doc.d is None and doc.p is not None and _moved(doc.p, doc.u, self.attrs):
-                kept[i] = True
         # per key, the last event by (commit ts, PUT over DELETE, line), the first of equals
         rows = np.flatnonzero(keyed)
         ts = events.column("ts").to_numpy(zero_copy_only=False)[rows]
@@ -89,29 +89,65 @@ class LatestPerKey:
         last = np.ones(len(order), dtype=bool)
         last[:-1] = keys[1:] != keys[:-1]
         kept[rows[order[last]]] = True
-        if kept.all():
-            return events
-        return events.filter(pa.array(kept))
+        return None if kept.all() else kept
 
-    def _groups(self, events: pa.Table, sections: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-        """Per event a number for its key (equal raw JSON, equal number), and whether it has a key: every
-        key column present and not JSON null (the typing refuses a key without its value), and the row id
-        where the table keys by it."""
-        keyed = np.ones(len(sections), dtype=bool)
-        codes: list[np.ndarray] = []
+    def _facts(self, events: pa.Table) -> _Facts:
+        """What the selection needs of each event: its key columns' raw JSON (null: absent), whether it has
+        a key and is a PUT, and whether it is kept whatever follows it (no key, a handle-key-only or
+        claim-check event, an update that moves its key, or a value that does not parse: the typing names
+        it)."""
+        n = events.num_rows
+        try:
+            docs = _key_value_decoder(self.json_keys).decode(
+                b"[" + b",".join(events.column("value").to_pylist()) + b"]"
+            )
+        except (msgspec.DecodeError, TypeError):
+            docs = None
+        if docs is None or len(docs) != n:
+            none = np.zeros(n, dtype=bool)
+            return _Facts([pa.nulls(n, pa.binary())] * len(self.attrs), none, none, ~none)
+        sections = [doc.d if doc.d is not None else doc.u for doc in docs]
+        puts = np.fromiter((doc.d is None for doc in docs), bool, n)
+        keyed = np.ones(n, dtype=bool)
+        texts = []
         for attr in self.attrs:
-            texts = [None if s is None or (raw := getattr(s, attr)) is None else bytes(raw) for s in sections]
-            text = pa.array(texts, pa.binary())
+            values = [
+                None if s is None or (raw := getattr(s, attr)) is None else bytes(raw) for s in sections
+            ]
+            text = pa.array(values, pa.binary())
             keyed &= pc.fill_null(pc.not_equal(text, b"null"), False).to_numpy(zero_copy_only=False)
-            codes.append(pc.dictionary_encode(text).indices.fill_null(-1).to_numpy(zero_copy_only=False))
+            texts.append(text)
         if ROWID in self.keys:
-            row_id = events.column("row_id")
-            keyed &= row_id.is_valid().to_numpy(zero_copy_only=False)
-            codes.append(pc.fill_null(row_id, 0).to_numpy(zero_copy_only=False))
+            keyed &= events.column("row_id").is_valid().to_numpy(zero_copy_only=False)
+        pinned = pc.or_(
+            pc.fill_null(events.column("handle_only"), False), pc.is_valid(events.column("claim_check"))
+        )
+        always = ~keyed | pinned.to_numpy(zero_copy_only=False)
+        for i, doc in enumerate(docs):  # an update whose key moved also deletes its old key: never dropped
+            if keyed[i] and doc.d is None and doc.p is not None and _moved(doc.p, doc.u, self.attrs):
+                always[i] = True
+        return _Facts(texts, keyed, puts, always)
+
+    def _groups(self, events: pa.Table, texts: list[pa.Array]) -> np.ndarray:
+        """Per event a number for its key: equal raw JSON of every key column (and equal row id where the
+        table keys by it), equal number."""
+        codes = [pc.dictionary_encode(t).indices.fill_null(-1).to_numpy(zero_copy_only=False) for t in texts]
+        if ROWID in self.keys:
+            codes.append(pc.fill_null(events.column("row_id"), 0).to_numpy(zero_copy_only=False))
         if len(codes) == 1:
-            return codes[0].astype(np.int64), keyed
+            return codes[0].astype(np.int64)
         _, group = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
-        return group.reshape(-1).astype(np.int64), keyed
+        return group.reshape(-1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """`LatestPerKey._facts` of a slice of events."""
+
+    texts: list[pa.Array]  # per key column: its raw JSON, null where absent
+    keyed: np.ndarray  # every key column present and not JSON null (and the row id where it keys)
+    puts: np.ndarray
+    always: np.ndarray  # kept whatever follows
 
 
 def _moved(old: Any, new: Any, attrs: list[str]) -> bool:
