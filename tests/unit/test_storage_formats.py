@@ -617,3 +617,39 @@ def test_an_empty_time_column_converts_and_a_bad_one_is_named() -> None:
         text_column(
             schema, time_col, pa.array(["10:00:00", "25:61"], pa.string()), TextDialect(), DecodeStats()
         )
+
+
+@pytest.mark.parametrize(
+    ("kind", "old", "refused"),
+    [
+        ("UPDATE", [{"v": "a"}, 5], r"\$\.old\[1\]"),  # a second old row that is no row
+        ("INSERT", [7], r"\$\.old\[0\]"),  # an old row on an INSERT that is no row
+        ("UPDATE", [{"v": "a"}, {"v": "z"}], None),
+        ("INSERT", [{"id": "9"}], None),
+    ],
+)
+def test_canal_json_old_rows_beyond_an_updates_first_agree_on_both_paths(kind, old, refused) -> None:
+    """The columnar path reads an UPDATE's first old row only; a message with any other old row goes the
+    exact way, so a file is refused (naming its line) or read alike whichever path its other lines take."""
+    names = ["id", "v"]
+    good = canal_row("INSERT", 10, {"id": "2", "v": "x"})
+    line = json.dumps({"type": kind, "isDdl": False, "data": [{"id": "1", "v": "b"}], "old": old,
+                       "_tidb": {"commitTs": 11}})  # fmt: skip
+    plain, blank = f"{good}\n{line}\n", f"{good}\n\n{line}\n"  # a blank line: the exact path
+    if refused:
+        for text, number in ((plain, 2), (blank, 3)):
+            with pytest.raises(InputError, match=rf"f.json:{number}: .*{refused}"):
+                parse_canal_json(text, "\n", names, ["id"], "f.json")
+    else:
+        columnar = parse_canal_json(plain, "\n", names, ["id"], "f.json")
+        exact = parse_canal_json(blank, "\n", names, ["id"], "f.json")
+
+        def listed(v):
+            return v.to_pylist() if hasattr(v, "to_pylist") else list(v)
+
+        assert listed(columnar.ops) == listed(exact.ops) == ["PUT", "PUT"]
+        assert (
+            [listed(c) for c in columnar.values]
+            == [listed(c) for c in exact.values]
+            == [["2", "1"], ["x", "b"]]
+        )

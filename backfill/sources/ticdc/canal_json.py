@@ -253,6 +253,9 @@ def _one_row_each(
         return None
     if None in commit_ts:
         return None
+    # the columnar path reads an UPDATE's first old row only: any other old row is the exact path's to check
+    if any(m.type != "UPDATE" or len(m.old) > 1 for m in filter(_OLD, messages)):
+        return None
     return list(messages), rows, ops, commit_ts, list(lines)  # type: ignore[return-value]
 
 
