@@ -160,6 +160,64 @@ def test_decode_records_keeps_message_order_and_location():
     ]
 
 
+def every_fixture_message() -> list[tuple[str, int, int, bytes, bytes]]:
+    kinds = [(k, n) for k in ("row", "ddl", "rts") for n in range(3)]
+    return [
+        (
+            "t",
+            i % 2,
+            100 + i,
+            bytes.fromhex(FIXTURES[f"{k}_key_{n}"]),
+            bytes.fromhex(FIXTURES[f"{k}_value_{n}"]),
+        )
+        for i, (k, n) in enumerate(kinds * 2)
+    ]
+
+
+def test_a_batch_framed_at_once_gives_what_its_messages_give_one_by_one():
+    """`decode_records` frames a whole batch with numpy; every fixture (rows, DDL, resolved, empty batches)
+    in one batch, and slices of it (Arrow arrays with an offset), give each message's own events."""
+    import pyarrow as pa
+
+    messages = every_fixture_message()
+    batch = records_table(messages)
+    one_by_one = [
+        decode_message(key, value, topic=t, partition=p, offset=o).to_pylist()
+        for t, p, o, key, value in messages
+    ]
+    assert decode_records(batch).to_pylist() == [e for events in one_by_one for e in events]
+    for start, length in ((3, 7), (1, 1), (5, 0), (0, 18)):
+        part = pa.RecordBatch.from_pydict(batch.to_pydict()).slice(start, length)
+        assert decode_records(part).to_pylist() == [
+            e for events in one_by_one[start : start + length] for e in events
+        ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        (b"\0" * 7 + b"\2" + bytes.fromhex(FIXTURES["row_key_0"])[8:], None, "batch version 2"),
+        (b"\0\0\1", None, "no 8-byte version"),
+        (bytes.fromhex(FIXTURES["row_key_0"])[:-1], None, "runs past the end"),
+        (None, bytes.fromhex(FIXTURES["row_value_0"])[:-3], "runs past the end"),
+        (bytes.fromhex(FIXTURES["row_key_0"]) + b"\0\0", None, "stray bytes"),
+        (None, bytes.fromhex(FIXTURES["row_value_0"]) * 2, "1 keys but 2 values"),
+        (frame([b'{"ts":1,'], version=True), None, "not JSON"),
+        (frame([b'{"ts":1}{"ts":2}'], version=True), None, "not JSON"),
+        (frame([b'1},{"ts":2,"t":3'], version=True), None, "not JSON"),
+        (frame([b""], version=True), None, "not JSON"),
+    ],
+)
+def test_a_bad_message_in_a_batch_is_named(key, value, message):
+    """Framed at once, a batch with one bad message among good ones is refused naming that message."""
+    good = every_fixture_message()
+    bad_key = key if key is not None else bytes.fromhex(FIXTURES["row_key_0"])
+    bad_value = value if value is not None else bytes.fromhex(FIXTURES["row_value_0"])
+    batch = records_table([*good[:4], ("orders", 3, 41, bad_key, bad_value), *good[4:]])
+    with pytest.raises(InputError, match=f"topic 'orders' partition 3 offset 41.*{message}"):
+        decode_records(batch)
+
+
 # ---------------------------------------------------------------- compression
 
 

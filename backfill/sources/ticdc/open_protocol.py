@@ -22,6 +22,7 @@ from itertools import repeat
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -98,6 +99,11 @@ def split_frames(data: bytes, where: Where, what: str) -> list[bytes]:
 
 def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[tuple[bytes, bytes]]:
     """One Kafka message -> its (key JSON, value bytes) pairs, checking version and pairing."""
+    return list(zip(*_split(key, value, where), strict=True))
+
+
+def _split(key: bytes | None, value: bytes | None, where: Where) -> tuple[list[bytes], list[bytes]]:
+    """`split_message` as its keys and its values."""
     key = key or b""
     if len(key) < 8:
         raise where.error(f"key of {len(key)} bytes has no 8-byte version")
@@ -108,7 +114,7 @@ def split_message(key: bytes | None, value: bytes | None, where: Where) -> list[
     values = split_frames(bytes(value or b""), where, "value")
     if len(keys) != len(values):
         raise where.error(f"{len(keys)} keys but {len(values)} values in the batch")
-    return list(zip(keys, values, strict=True))
+    return keys, values
 
 
 def parse_key(data: bytes | dict[str, Any], where: Where, index: int) -> dict[str, Any]:
@@ -175,22 +181,34 @@ _KEY_TYPES: dict[str, set[type]] = {
 
 @dataclass
 class _Framed:
-    """The (key JSON, value bytes) pairs of a run of messages, with where each came from."""
+    """The (key JSON, value bytes) pairs of a run of messages; where each message came from and how many
+    events it holds (an event's place is worked out for an error only)."""
 
     keys: list[bytes]
-    values: list[bytes]
-    wheres: list[Where]
-    indexes: list[int]
+    values: list[bytes] | pa.Array
+    messages: list[Where]
+    counts: list[int]
+    keys_json: bytes | None = None  # the keys as one JSON array, when `_frames_at_once` framed them
+
+    @property
+    def wheres(self) -> list[Where]:
+        """Per event its message's place."""
+        return [w for w, c in zip(self.messages, self.counts, strict=True) for _ in range(c)]
+
+    @property
+    def indexes(self) -> list[int]:
+        """Per event its position in its message's batch."""
+        return [i for c in self.counts for i in range(c)]
 
 
 def _framed(messages: Iterator[tuple[bytes | None, bytes | None, Where]]) -> _Framed:
     out = _Framed([], [], [], [])
     for key, value, where in messages:
-        pairs = split_message(key, value, where)
-        out.keys.extend(k for k, _ in pairs)
-        out.values.extend(v for _, v in pairs)
-        out.wheres.extend(repeat(where, len(pairs)))
-        out.indexes.extend(range(len(pairs)))
+        keys, values = _split(key, value, where)
+        out.keys += keys
+        out.values += values
+        out.messages.append(where)
+        out.counts.append(len(keys))
     return out
 
 
@@ -198,7 +216,8 @@ def _key_docs(framed: _Framed) -> list[Any]:
     """Every key JSON in one parse; a failure is located key by key (`parse_key` names it)."""
     keys = framed.keys
     try:
-        docs = msgspec.json.decode(b"[" + b",".join(keys) + b"]") if keys else []
+        joined = framed.keys_json if framed.keys_json is not None else b"[" + b",".join(keys) + b"]"
+        docs = msgspec.json.decode(joined) if keys else []
         if len(docs) == len(keys) and not set(map(type, docs)) - {dict}:
             return docs
     except msgspec.DecodeError:
@@ -239,40 +258,55 @@ def _plain_value(kind: int, value: bytes, where: Where, index: int, codec: str) 
     return plain
 
 
-def _decode(messages: Iterator[tuple[bytes | None, bytes | None, Where]], codec: str) -> pa.Table:
-    """Frames of every message first, then every key JSON in one parse and the columns by ``map``."""
-    framed = _framed(messages)
+def _decode(framed: _Framed, codec: str) -> pa.Table:
+    """Every key JSON in one parse and the columns by ``map``; the events that are no uncompressed row
+    (DDL, resolved, or all with a codec) one by one."""
     n = len(framed.keys)
     cols = _key_columns(_key_docs(framed), framed)
-    row_values: list[bytes | None] = [None] * n
+    types = np.fromiter(cols["t"], np.int8, n)  # 1, 2 or 3: `_key_columns` checked them
+    values = framed.values if isinstance(framed.values, pa.Array) else pa.array(framed.values, pa.binary())
     queries: list[str | None] = [None] * n
     ddl_types: list[int | None] = [None] * n
-    for i, (t, v) in enumerate(zip(cols["t"], framed.values, strict=True)):
-        if t == ROW and codec == "none" and v:
-            row_values[i] = v
-            continue
-        plain = _plain_value(t, v, framed.wheres[i], framed.indexes[i], codec)
+    counts = np.array(framed.counts, np.int64)
+    message = np.repeat(np.arange(len(counts)), counts)  # per event its message
+    index = np.arange(n) - (np.cumsum(counts) - counts)[message]  # per event its place in the batch
+    if codec == "none":
+        values = pa.concat_arrays([values]) if values.offset else values  # the bitmap below starts at 0
+        value_offsets = values.buffers()[1]
+        bounds = np.frombuffer(value_offsets, np.int32)[: n + 1]
+        one_by_one = np.flatnonzero((types != ROW) | (np.diff(bounds) == 0)).tolist()
+        # the values themselves, null where the event is no row (no copy of their bytes)
+        rows = pa.array(types == ROW).buffers()[1]
+        row_values = pa.Array.from_buffers(pa.binary(), n, [rows, value_offsets, values.buffers()[2]])
+    else:
+        one_by_one = range(n)
+        plain_rows: list[bytes | None] = [None] * n
+    for i in one_by_one:
+        t, where, at = int(types[i]), framed.messages[message[i]], int(index[i])
+        plain = _plain_value(t, values[i].as_py(), where, at, codec)
         if t == DDL:
-            queries[i], ddl_types[i] = parse_ddl_value(plain, framed.wheres[i], framed.indexes[i])
-        elif t == ROW:
-            row_values[i] = plain
-    wheres = framed.wheres
+            queries[i], ddl_types[i] = parse_ddl_value(plain, where, at)
+        elif t == ROW and codec != "none":
+            plain_rows[i] = plain
+    if codec != "none":
+        row_values = pa.array(plain_rows, pa.binary())
+    ohk, ccl = pa.array(cols["ohk"], pa.bool_()), pa.array(cols["ccl"], pa.string())
     columns = {
-        "topic": [w.topic for w in wheres],
-        "partition": [w.partition for w in wheres],
-        "offset": [w.offset for w in wheres],
-        "index": framed.indexes,
-        "type": cols["t"],
-        "ts": cols["ts"],
-        "schema": cols["scm"],
-        "table": cols["tbl"],
-        "row_id": cols["rid"],
-        "physical_id": cols["ptn"],
-        "handle_only": [bool(h) for h in cols["ohk"]],
-        "claim_check": [c or None for c in cols["ccl"]],
+        "topic": pa.array([w.topic for w in framed.messages], pa.string()).take(message),
+        "partition": pa.array(np.array([w.partition for w in framed.messages], np.int32)[message]),
+        "offset": pa.array(np.array([w.offset for w in framed.messages], np.int64)[message]),
+        "index": pa.array(index.astype(np.int32)),
+        "type": pa.array(types),
+        "ts": pa.array(cols["ts"], pa.uint64()),
+        "schema": pa.array(cols["scm"], pa.string()),
+        "table": pa.array(cols["tbl"], pa.string()),
+        "row_id": pa.array(cols["rid"], pa.int64()),
+        "physical_id": pa.array(cols["ptn"], pa.int64()),
+        "handle_only": pc.fill_null(ohk, False),
+        "claim_check": pc.if_else(pc.equal(ccl, ""), pa.scalar(None, pa.string()), ccl),
         "value": row_values,
-        "ddl_query": queries,
-        "ddl_type": ddl_types,
+        "ddl_query": pa.array(queries, pa.string()),
+        "ddl_type": pa.array(ddl_types, pa.int32()),
     }
     return pa.Table.from_pydict(columns, schema=EVENT_SCHEMA)
 
@@ -283,18 +317,115 @@ def decode_records(records: pa.Table | pa.RecordBatch, *, compression: str = "no
     An empty batch (a key of the version alone, value empty) yields no event.
     """
     check_codec(compression)
-    keys = records.column("key").to_pylist()
-    values = records.column("value").to_pylist()
     topics = records.column("topic").to_pylist()
     partitions = records.column("partition").to_pylist()
     offsets = records.column("offset").to_pylist()
-    messages = (
-        (key, value, Where(topic, partition, offset))
-        for key, value, topic, partition, offset in zip(
-            keys, values, topics, partitions, offsets, strict=True
-        )
+    wheres = list(map(Where, topics, partitions, offsets))
+    framed = _frames_at_once(records.column("key"), records.column("value"), wheres)
+    if framed is None:  # some message is not framed as it should be: `_split` names it
+        keys, values = records.column("key").to_pylist(), records.column("value").to_pylist()
+        framed = _framed(zip(keys, values, wheres, strict=True))
+    return _decode(framed, compression)
+
+
+def _frames_at_once(
+    keys: pa.Array | pa.ChunkedArray, values: pa.Array | pa.ChunkedArray, wheres: list[Where]
+) -> _Framed | None:
+    """The frames of a batch of messages found by numpy, all messages a step at a time (a step per event
+    of the largest batch), with no Python object per event but its key's bytes: the value frames become
+    one Arrow array cut from the message bytes, the key frames one JSON array for one parse (the length
+    prefixes turned into blanks and commas). None when any message breaks the framing rules (`_split`
+    names it)."""
+    key_frames = _frame_spans(keys, version=True)
+    value_frames = _frame_spans(values, version=False)
+    if key_frames is None or value_frames is None:
+        return None
+    (key_data, key_bounds, key_starts, key_ends, key_counts), (value_data, _, starts, ends, counts) = (
+        key_frames,
+        value_frames,
     )
-    return _decode(messages, compression)
+    if not np.array_equal(key_counts, counts) or int((ends - starts).sum()) >= 1 << 31:
+        return None
+    eight = np.arange(8)
+    text = np.empty(len(key_data) + 2, np.uint8)  # "[" key "," key ... "]", blanks between
+    text[1:-1] = key_data
+    text[1:-1][_before(key_starts, eight)] = ord(" ")  # the length prefixes
+    text[1:-1][_before(key_bounds[:-1] + 8, eight)] = ord(" ")  # the versions
+    text[0], text[-1] = ord("["), ord("]")
+    text[key_starts[1:]] = ord(",")  # the byte before each key but the first (`text` is shifted by one)
+    kept = np.ones(len(value_data), bool)
+    kept[_before(starts, eight)] = False  # the length prefixes: what is left is the values, back to back
+    data = value_data[kept]
+    value_offsets = np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int32)
+    row_values = pa.Array.from_buffers(
+        pa.binary(), len(starts), [None, pa.py_buffer(value_offsets), pa.py_buffer(data)]
+    )
+    key_bytes = key_data.tobytes()
+    return _Framed(
+        [key_bytes[a:b] for a, b in zip(key_starts.tolist(), key_ends.tolist(), strict=True)],
+        row_values,
+        wheres,
+        counts.tolist(),
+        keys_json=text.tobytes(),
+    )
+
+
+def _frame_spans(
+    messages: pa.Array | pa.ChunkedArray, *, version: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Of ``[u64be(1)]? [u64be len | bytes]*`` messages: their bytes, where each message starts in them
+    (and the last ends), each frame's start and end and the frames per message, in order; None if a
+    message is null, has a wrong version, stray bytes, or a length past its end."""
+    if isinstance(messages, pa.ChunkedArray):
+        messages = messages.combine_chunks()
+    if messages.null_count:
+        return None
+    messages = messages.cast(pa.large_binary())
+    bounds = np.frombuffer(messages.buffers()[1], np.int64)[
+        messages.offset : messages.offset + len(messages) + 1
+    ]
+    data = np.frombuffer(messages.buffers()[2] or b"", np.uint8)[bounds[0] : bounds[-1]]  # a slice's own
+    bounds = bounds - bounds[0]
+    pos, ends = bounds[:-1].copy(), bounds[1:]
+    if version:
+        if np.any(ends - pos < 8) or np.any(_u64_at(data, pos) != BATCH_VERSION):
+            return None
+        pos += 8
+    eight = np.arange(8)
+    starts, stops, owners, steps = [], [], [], []
+    step, live = 0, np.flatnonzero(pos < ends)
+    while len(live):
+        at, end = pos[live], ends[live]
+        if np.any(end - at < 8):
+            return None
+        size = _u64_at(data, at, eight)
+        if np.any(size > (end - at - 8).astype(np.uint64)):
+            return None
+        first = at + 8
+        starts.append(first)
+        stops.append(first + size.astype(np.int64))
+        owners.append(live)
+        steps.append(np.full(len(live), step))
+        pos[live] = first + size.astype(np.int64)
+        live = live[pos[live] < end]
+        step += 1
+    if not starts:
+        return data, bounds, *(np.zeros(0, np.int64),) * 2, np.zeros(len(bounds) - 1, np.int64)
+    owner, order_step = np.concatenate(owners), np.concatenate(steps)
+    order = np.lexsort((order_step, owner))
+    counts = np.bincount(owner, minlength=len(bounds) - 1)
+    return data, bounds, np.concatenate(starts)[order], np.concatenate(stops)[order], counts
+
+
+def _before(starts: np.ndarray, eight: np.ndarray) -> np.ndarray:
+    """The positions of the 8 bytes before each of `starts`."""
+    return ((starts - 8)[:, None] + eight).ravel()
+
+
+def _u64_at(data: np.ndarray, at: np.ndarray, eight: np.ndarray | None = None) -> np.ndarray:
+    """The big-endian u64 at each byte position `at` of `data`."""
+    eight = np.arange(8) if eight is None else eight
+    return np.ascontiguousarray(data[at[:, None] + eight]).view(">u8").ravel().astype(np.uint64)
 
 
 def decode_message(
@@ -308,7 +439,7 @@ def decode_message(
 ) -> pa.Table:
     """One Kafka message -> its events (``EVENT_SCHEMA``)."""
     check_codec(compression)
-    return _decode(iter([(key, value, Where(topic, partition, offset))]), compression)
+    return _decode(_framed(iter([(key, value, Where(topic, partition, offset))])), compression)
 
 
 def records_table(
