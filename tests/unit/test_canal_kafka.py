@@ -120,11 +120,11 @@ def test_compressed_values_become_the_same_events() -> None:
 
 
 def test_values_become_lines_straight_from_the_arrow_buffers() -> None:
-    """`_lines` reads the offsets and bytes of an Arrow array (a slice, 32- or 64-bit offsets); an empty
-    value among the messages is still named."""
+    """`arrow_bytes.lines` reads the offsets and bytes of an Arrow array (a slice, 32- or 64-bit offsets);
+    an empty value among the messages is still named."""
     import pyarrow as pa
 
-    from backfill.sources.ticdc.canal_kafka import _lines
+    from backfill.sources.ticdc.arrow_bytes import lines as _lines
 
     values = [b"a", b"", b"bc", b"d"]
     for typ in (pa.binary(), pa.large_binary()):

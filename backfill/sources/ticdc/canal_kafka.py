@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import DecodeStats, TableSchema
+from backfill.sources.ticdc.arrow_bytes import lines
 from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_json
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.compression import check_codec, decompress
@@ -81,7 +82,7 @@ def _heads(values: pa.Array, place: Callable[[int], Where]) -> list[_Head]:
     """Every message's head in one parse (values one per line); a failure is located message by message."""
     if not values.null_count and (not len(values) or pc.min(pc.binary_length(values)).as_py() > 0):
         try:  # a value with a line break inside makes the count differ: then one by one
-            heads = _HEADS.decode_lines(_lines(values))
+            heads = _HEADS.decode_lines(lines(values))
             if len(heads) == len(values):
                 return heads
         except (msgspec.DecodeError, UnicodeDecodeError):
@@ -118,19 +119,6 @@ def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str
         pa.array(queries, pa.string()), pa.nulls(n, pa.int32()),
     ]  # fmt: skip
     return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
-
-
-def _lines(values: pa.Array) -> bytes:
-    """Binary values one a line, each ended by a newline, straight from the Arrow buffers: joining a list
-    of them (a Python object each) costs twice as much."""
-    if not len(values):
-        return b""
-    wide = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
-    width = np.dtype(np.int64 if wide else np.int32)
-    _, offsets_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offsets_buffer, width, len(values) + 1, values.offset * width.itemsize)
-    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    return np.insert(data[offsets[0] : offsets[-1]], offsets[1:] - offsets[0], ord("\n")).tobytes()
 
 
 def _array(records: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
@@ -203,7 +191,7 @@ def typed_canal_rows(
 
     names = [c.name for c in schema.columns]
     keys = [k for k in schema.pk_columns if k in schema.by_name]
-    rows = parse_canal_json(_lines(_array(events, "value")), "\n", names, keys, where)
+    rows = parse_canal_json(lines(_array(events, "value")), "\n", names, keys, where)
     typed = to_arrow(schema, rows, TextDialect("latin1", True, time_zone), where=where, stats=stats)
     positions = pc.subtract(typed.column(LINE), 1)
     line = event_line(pc.take(events.column("offset"), positions))

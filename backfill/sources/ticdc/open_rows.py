@@ -44,6 +44,7 @@ from backfill.codec import ZERO_DATES_METADATA_KEY, DecodeStats
 from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, int_bounds
 from backfill.sources.ticdc import go_quote
+from backfill.sources.ticdc.arrow_bytes import json_array
 from backfill.sources.ticdc.open_protocol import ROW, Where
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
@@ -178,18 +179,18 @@ class _Batch:
         self.put: list[bool] = []
         self.sections: list[dict[str, Any]] = []
         self.old: list[dict[str, Any] | None] = []
-        raws = events.column("value").to_pylist()
+        values = events.column("value")
         docs: list[_Value] | None
         try:  # one typed parse for the whole batch; a failure is located value by value below
             with gc_paused():
-                docs = _VALUES.decode(b"[" + b",".join(raws) + b"]")
-            if len(docs) != len(raws):
+                docs = _VALUES.decode(json_array(values)) if values.null_count == 0 else None
+            if docs is not None and len(docs) != self.n:
                 docs = None
         except (msgspec.DecodeError, TypeError):
             docs = None
         if docs is None:
             docs = []
-            for i, raw in enumerate(raws):
+            for i, raw in enumerate(values.to_pylist()):
                 try:
                     docs.append(_VALUE.decode(raw))
                 except msgspec.ValidationError as e:

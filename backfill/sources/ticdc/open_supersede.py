@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from backfill.sources.ticdc.arrow_bytes import json_array
 from backfill.sources.ticdc.open_protocol import event_line
 from tidelake.conventions import ROWID
 
@@ -98,9 +99,7 @@ class LatestPerKey:
         it)."""
         n = events.num_rows
         try:
-            docs = _key_value_decoder(self.json_keys).decode(
-                b"[" + b",".join(events.column("value").to_pylist()) + b"]"
-            )
+            docs = _key_value_decoder(self.json_keys).decode(json_array(events.column("value")))
         except (msgspec.DecodeError, TypeError):
             docs = None
         if docs is None or len(docs) != n:
