@@ -45,4 +45,14 @@ def lines(values: pa.Array | pa.ChunkedArray) -> bytes:
     return joined(values, sep=b"\n", end=b"\n") if len(values) else b""
 
 
-__all__ = ["joined", "json_array", "lines"]
+def nulled_unless(values: pa.Array, keep: np.ndarray) -> pa.Array:
+    """Binary `values`, null where `keep` is false, sharing their buffers (no copy of the bytes; pyarrow
+    20's `if_else` also gives an invalid array for a sliced binary input)."""
+    if values.offset:
+        values = pa.concat_arrays([values])
+    _, offsets, data = values.buffers()
+    valid = pa.array(np.asarray(keep, bool) & values.is_valid().to_numpy(zero_copy_only=False))
+    return pa.Array.from_buffers(values.type, len(values), [valid.buffers()[1], offsets, data])
+
+
+__all__ = ["joined", "json_array", "lines", "nulled_unless"]

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import DecodeStats, TableSchema
-from backfill.sources.ticdc.arrow_bytes import lines
+from backfill.sources.ticdc.arrow_bytes import lines, nulled_unless
 from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_json
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.compression import check_codec, decompress
@@ -115,7 +115,7 @@ def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str
         pa.array(np.zeros(n, np.int32)), kinds, pa.array(ts, pa.uint64()),
         pa.array(schemas, pa.string()), pa.array(tables, pa.string()),
         pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64()), pa.array(np.zeros(n, np.bool_)), pa.nulls(n, pa.string()),
-        pc.if_else(pc.equal(kinds, ROW), value.cast(pa.binary()), pa.scalar(None, pa.binary())),
+        nulled_unless(value.cast(pa.binary()), np.asarray(types) == ROW),
         pa.array(queries, pa.string()), pa.nulls(n, pa.int32()),
     ]  # fmt: skip
     return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from backfill.sources.ticdc.arrow_bytes import nulled_unless
 from backfill.sources.ticdc.compression import check_codec, decompress
 from tidelake.errors import InputError
 
@@ -271,13 +272,9 @@ def _decode(framed: _Framed, codec: str) -> pa.Table:
     message = np.repeat(np.arange(len(counts)), counts)  # per event its message
     index = np.arange(n) - (np.cumsum(counts) - counts)[message]  # per event its place in the batch
     if codec == "none":
-        values = pa.concat_arrays([values]) if values.offset else values  # the bitmap below starts at 0
-        value_offsets = values.buffers()[1]
-        bounds = np.frombuffer(value_offsets, np.int32)[: n + 1]
-        one_by_one = np.flatnonzero((types != ROW) | (np.diff(bounds) == 0)).tolist()
-        # the values themselves, null where the event is no row (no copy of their bytes)
-        rows = pa.array(types == ROW).buffers()[1]
-        row_values = pa.Array.from_buffers(pa.binary(), n, [rows, value_offsets, values.buffers()[2]])
+        lengths = pc.binary_length(values).to_numpy(zero_copy_only=False)
+        one_by_one = np.flatnonzero((types != ROW) | (lengths == 0)).tolist()
+        row_values = nulled_unless(values, types == ROW)  # the values themselves, no copy of their bytes
     else:
         one_by_one = range(n)
         plain_rows: list[bytes | None] = [None] * n
