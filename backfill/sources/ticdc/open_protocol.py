@@ -278,9 +278,10 @@ def _decode(framed: _Framed, codec: str) -> pa.Table:
     else:
         one_by_one = range(n)
         plain_rows: list[bytes | None] = [None] * n
+    raw = values.to_pylist() if codec != "none" else None  # every value, else a few: read one by one
     for i in one_by_one:
         t, where, at = int(types[i]), framed.messages[message[i]], int(index[i])
-        plain = _plain_value(t, values[i].as_py(), where, at, codec)
+        plain = _plain_value(t, raw[i] if raw is not None else values[i].as_py(), where, at, codec)
         if t == DDL:
             queries[i], ddl_types[i] = parse_ddl_value(plain, where, at)
         elif t == ROW and codec != "none":
