@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from backfill.codec.schema import ColumnKind, ColumnSchema, TableSchema
 from backfill.sources.ticdc import go_quote
+from backfill.sources.ticdc.arrow_bytes import offsets_and_bytes
 from backfill.sources.ticdc.open_rows import (
     BLOB_CODES,
     FLAG_BINARY,
@@ -596,23 +597,12 @@ def _byte_table(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     return table, np.array([len(t) for t in texts], dtype=np.int64)
 
 
-def _binary_bytes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A binary (or string) array's value offsets and the bytes they point into, without a copy."""
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[
-        values.offset : values.offset + len(values) + 1
-    ]
-    data = values.buffers()[2]
-    if data is None:
-        return offsets, np.zeros(0, np.uint8)
-    return offsets, np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]]
-
-
 def _escape_bytes(
     values: pa.Array, table: tuple[np.ndarray, np.ndarray], *, separated: bool = False
 ) -> tuple[np.ndarray, bytes]:
     """Every byte of a binary array replaced by its ``table`` text: the new offsets and data (with
     ``separated``, a NUL byte after each value, the offsets not counting them)."""
-    offsets, raw = _binary_bytes(values)
+    offsets, raw = offsets_and_bytes(values)
     texts, lengths = table
     widths = lengths[raw]
     ends = np.cumsum(widths)
@@ -657,7 +647,7 @@ _BASE64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 def arrow_base64(values: pa.Array) -> pa.Array:
     """``base64.b64encode`` of each value (of a binary or string array, its UTF-8 bytes), quoted: every
     value padded to whole 3-byte groups, each group's four letters by one table lookup, '=' for the pad."""
-    offsets, raw = _binary_bytes(values)
+    offsets, raw = offsets_and_bytes(values)
     lengths = np.diff(offsets).astype(np.int64)
     groups = (lengths + 2) // 3
     group_ends = np.cumsum(groups)
@@ -699,7 +689,7 @@ def arrow_bit_texts(values: pa.Array, tag: str) -> pa.Array | None:
     width = pc.max(lengths).as_py()
     if width is None or width > 8 or pc.min(lengths).as_py() != width or width == 0:
         return None
-    raw = _binary_bytes(values)[1].reshape(-1, width)
+    raw = offsets_and_bytes(values)[1].reshape(-1, width)
     padded = np.zeros((len(values), 8), dtype=np.uint8)
     padded[:, 8 - width :] = raw
     return pa.array(padded.view(">u8").ravel().astype(np.uint64)).cast(pa.string())

@@ -18,12 +18,8 @@ def joined(values: pa.Array | pa.ChunkedArray, *, sep: bytes, start: bytes = b""
         values = values.combine_chunks()
     if not len(values):
         return start + end
-    wide = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
-    width = np.dtype(np.int64 if wide else np.int32)
-    _, offsets_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offsets_buffer, width, len(values) + 1, values.offset * width.itemsize)
-    data = np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    data = data[offsets[0] : offsets[-1]]
+    offsets, data = offsets_and_bytes(values)
+    width = offsets.dtype
     places: list[np.ndarray] = [offsets[1:-1] - offsets[0]] if sep else []
     marks: list[np.ndarray] = [np.full(len(values) - 1, sep[0], np.uint8)] if sep else []
     if start:
@@ -33,6 +29,18 @@ def joined(values: pa.Array | pa.ChunkedArray, *, sep: bytes, start: bytes = b""
     if not places:
         return data.tobytes()
     return np.insert(data, np.concatenate(places), np.concatenate(marks)).tobytes()
+
+
+def offsets_and_bytes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary (or string) array's value offsets, as stored, and the bytes from its first value's start to
+    its last value's end, without a copy."""
+    wide = pa.types.is_large_binary(values.type) or pa.types.is_large_string(values.type)
+    width = np.dtype(np.int64 if wide else np.int32)
+    _, offsets_buffer, data_buffer = values.buffers()
+    offsets = np.frombuffer(offsets_buffer, width, len(values) + 1, values.offset * width.itemsize)
+    if data_buffer is None:
+        return offsets, np.zeros(0, np.uint8)
+    return offsets, np.frombuffer(data_buffer, np.uint8)[offsets[0] : offsets[-1]]
 
 
 def json_array(values: pa.Array | pa.ChunkedArray) -> bytes:
@@ -55,4 +63,4 @@ def nulled_unless(values: pa.Array, keep: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(values.type, len(values), [valid.buffers()[1], offsets, data])
 
 
-__all__ = ["joined", "json_array", "lines", "nulled_unless"]
+__all__ = ["joined", "json_array", "lines", "nulled_unless", "offsets_and_bytes"]
