@@ -44,7 +44,7 @@ from backfill.codec import ZERO_DATES_METADATA_KEY, DecodeStats
 from backfill.codec.schema import ROWID_NAME, ColumnKind, ColumnSchema, TableSchema
 from backfill.codec.values import ZeroDate, fill_value, int_bounds
 from backfill.sources.ticdc import go_quote
-from backfill.sources.ticdc.arrow_bytes import json_array
+from backfill.sources.ticdc.arrow_bytes import decoded_each
 from backfill.sources.ticdc.open_protocol import ROW, Where
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
@@ -106,7 +106,7 @@ class _Value(msgspec.Struct, gc=False):
 
 
 _VALUE = msgspec.json.Decoder(_Value)
-_VALUES = msgspec.json.Decoder(list[_Value])
+_COL_OR_NONE = frozenset({_Col, type(None)})
 _ATTR_T, _ATTR_V = attrgetter("t"), attrgetter("v")
 _ATTR_U, _ATTR_P, _ATTR_D = attrgetter("u"), attrgetter("p"), attrgetter("d")
 _TIME_TEXT = re.compile(r"-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?\Z")
@@ -181,11 +181,9 @@ class _Batch:
         self.old: list[dict[str, Any] | None] = []
         values = events.column("value")
         docs: list[_Value] | None
-        try:  # one typed parse for the whole batch; a failure is located value by value below
+        try:  # a typed parse of each value in place; a failure is located and named below
             with gc_paused():
-                docs = _VALUES.decode(json_array(values)) if values.null_count == 0 else None
-            if docs is not None and len(docs) != self.n:
-                docs = None
+                docs = decoded_each(values, _VALUE.decode) if values.null_count == 0 else None
         except (msgspec.DecodeError, TypeError):
             docs = None
         if docs is None:

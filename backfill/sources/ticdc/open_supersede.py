@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.sources.ticdc.arrow_bytes import json_array
+from backfill.sources.ticdc.arrow_bytes import decoded_each
 from backfill.sources.ticdc.open_protocol import event_line
 from tidelake.conventions import ROWID
 
@@ -45,7 +45,7 @@ def _key_value_decoder(columns: tuple[str, ...]) -> msgspec.json.Decoder:
     value = msgspec.defstruct(
         "KeyValue", [("u", section, None), ("p", section, None), ("d", section, None)], gc=False
     )
-    return msgspec.json.Decoder(list[value])  # type: ignore[valid-type]
+    return msgspec.json.Decoder(value)
 
 
 PARSED_AT_ONCE = 100_000  # events whose values one parse holds (`LatestPerKey.keep`): bounds its memory
@@ -99,7 +99,7 @@ class LatestPerKey:
         it)."""
         n = events.num_rows
         try:
-            docs = _key_value_decoder(self.json_keys).decode(json_array(events.column("value")))
+            docs = decoded_each(events.column("value"), _key_value_decoder(self.json_keys).decode)
         except (msgspec.DecodeError, TypeError):
             docs = None
         if docs is None or len(docs) != n:
