@@ -119,20 +119,26 @@ def test_compressed_values_become_the_same_events() -> None:
         decode_canal_records(records(compress("lz4", b"{}"), b"not lz4"), compression="lz4")
 
 
-def test_values_become_lines_straight_from_the_arrow_buffers() -> None:
-    """`arrow_bytes.lines` reads the offsets and bytes of an Arrow array (a slice, 32- or 64-bit offsets);
-    an empty value among the messages is still named."""
-    import pyarrow as pa
-
-    from backfill.sources.ticdc.arrow_bytes import lines as _lines
-
-    values = [b"a", b"", b"bc", b"d"]
-    for typ in (pa.binary(), pa.large_binary()):
-        assert _lines(pa.array(values, typ)) == b"a\n\nbc\nd\n"
-        assert _lines(pa.array(values, typ).slice(1, 2)) == b"\nbc\n"
-        assert _lines(pa.array([], typ)) == b"" and _lines(pa.array([b""], typ)) == b"\n"
+def test_an_empty_value_among_the_messages_is_named() -> None:
     with pytest.raises(InputError, match=r"topic 'cdc' partition 1 offset 11: empty message value"):
         decode_canal_records(records(INSERT, b""))
+
+
+def test_a_value_over_several_lines_types_like_its_compact_form() -> None:
+    """Each value is parsed on its own: JSON whitespace (line breaks too) inside one changes nothing, on the
+    columnar path and on the exact one (an update that moves its key), and a bad value is still named."""
+    schema = TableSchema.from_table_info(canal_table_info("test", "t", INSERT, 5), schema_name="test")
+    compact = decode_canal_records(records(INSERT, UPDATE))
+    spread = decode_canal_records(records(*(json.dumps(d, indent=2).encode() for d in (INSERT, UPDATE))))
+    for events in (compact, spread):
+        typed = typed_canal_rows(events, schema, time_zone="UTC")
+        assert [(r["_tidb_op"], r["id"], r["name"]) for r in typed.to_pylist()] == [
+            ("PUT", 2, "a"), ("DELETE", 2, None), ("PUT", 3, "b"),
+        ]  # fmt: skip
+    unknown = {**INSERT, "data": [{"id": "4", "name": "a", "price": "1", "zzz": "1"}]}
+    events = decode_canal_records(records(*(json.dumps(d, indent=1).encode() for d in (INSERT, unknown))))
+    with pytest.raises(InputError, match=r"partition 1 offset 11: column 'zzz' is not in the table's schema"):
+        typed_canal_rows(events, schema, time_zone="UTC")
 
 
 def test_a_batch_sliced_from_a_bigger_one_decodes() -> None:

@@ -444,12 +444,20 @@ def canal_row(kind: str, ts: int, data: dict, old: dict | None = None) -> str:
                        "_tidb": {"commitTs": ts}})  # fmt: skip
 
 
+def _columnar_file(body: list[str], names: tuple[str, ...], keys: list[str]):
+    """The columnar path's rows of a file of `body` lines (None: it leaves them to the exact path)."""
+    from backfill.sources.ticdc.canal_json import _RAW_MESSAGES, _columnar, _whole_file
+
+    messages = _whole_file(("\n".join(body) + "\n").encode(), "\n", _RAW_MESSAGES)
+    assert messages is not None, "the file's lines do not parse"
+    return _columnar(messages, names, keys)
+
+
 def test_canal_json_columnar_and_exact_paths_agree() -> None:
     """A plain file is typed column by column by Arrow's JSON reader, where an absent column reads as NULL;
     the exact path (one struct a row, taken for a file with a blank line) tells absent from NULL. Both give
     the same changes: an absent column of a PUT filled like TiCDC, a NULL kept, a DELETE with only its key,
     an update whose old values leave the key out (not a moved key), DDL and watermark lines skipped."""
-    from backfill.sources.ticdc.canal_json import _columnar
 
     full = {"id": "1", "LastName": "A", "FirstName": "B", "HireDate": "2020-01-02", "OfficeLocation": "X"}
     body = [
@@ -465,7 +473,7 @@ def test_canal_json_columnar_and_exact_paths_agree() -> None:
     ]
     schema = canal_employee_schema()
     names = tuple(c.name for c in schema.columns)
-    parsed = _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"])
+    parsed = _columnar_file(body, names, ["id"])
     assert parsed is not None, "the plain file left the columnar path"
     assert (_values(parsed.ops), _values(parsed.lines)) == (["PUT"] * 4 + ["DELETE"], [1, 2, 3, 5, 7])
     columnar = decode_canal(body, schema)
@@ -483,7 +491,6 @@ def test_canal_json_updates_of_a_table_without_a_key_columnar_and_exact_agree() 
     and puts the new one. The columnar path does it with Arrow, the exact path row by row: the same changes,
     whether ``old`` holds only the changed columns, a NULL (kept, not taken from the new row), nothing, or
     is missing (a plain PUT); an absent value of the PUT is still filled like TiCDC."""
-    from backfill.sources.ticdc.canal_json import _columnar
 
     cols = (
         TableColumn("k", "INT", precision="11", nullable="false"),
@@ -505,7 +512,7 @@ def test_canal_json_updates_of_a_table_without_a_key_columnar_and_exact_agree() 
         canal_row("DELETE", 17, {"k": "3", "v": "c", "w": "z"}),
     ]
     names = tuple(c.name for c in schema.columns)
-    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, []) is not None, "left the columnar path"
+    assert _columnar_file(body, names, []) is not None, "left the columnar path"
     columnar = decode_canal(body, schema)
     exact = decode_canal([body[0], "", *body[1:]], schema)
     assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]
@@ -524,7 +531,7 @@ def test_canal_json_null_written_or_left_out_columnar_and_exact_agree() -> None:
     """The columnar path takes a NULL its row writes as `"name":null` (TiCDC's compact JSON) as present and
     decodes the other rows with a NULL exactly: the same changes as the exact path, whether the text is
     another column's (`"OfficeLocation":null` is not `"Location":null`), inside a string, or spaced."""
-    from backfill.sources.ticdc.canal_json import _columnar, _null_text
+    from backfill.sources.ticdc.canal_json import _null_text
 
     cols = (
         TableColumn("id", "INT", precision="11", is_pk="true", nullable="false"),
@@ -551,7 +558,7 @@ def test_canal_json_null_written_or_left_out_columnar_and_exact_agree() -> None:
         canal_row("INSERT", 14, {"id": "5"}),
     ]
     names = tuple(c.name for c in schema.columns)
-    assert _columnar(("\n".join(body) + "\n").encode(), "\n", names, ["id"]) is not None
+    assert _columnar_file(body, names, ["id"]) is not None
     columnar = decode_canal(body, schema)
     exact = decode_canal([body[0], "", *body[1:]], schema)
     assert [{**r, "_tidb_line": 0} for r in columnar] == [{**r, "_tidb_line": 0} for r in exact]

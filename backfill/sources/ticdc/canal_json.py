@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 from msgspec import UNSET
 
+from backfill.sources.ticdc.arrow_bytes import decoded_each
 from backfill.sources.ticdc.change_rows import DELETE, PUT, ParsedRows, Where, at
 from backfill.sources.ticdc.open_rows import gc_paused
 from tidelake.errors import InputError
@@ -114,11 +115,44 @@ def parse_canal_json(
         return _parse(data, terminator, column_names, key_names, where)
 
 
+def parse_canal_values(
+    values: pa.Array, column_names: Sequence[str], key_names: Sequence[str], where: Where
+) -> ParsedRows:
+    """`parse_canal_json` of Kafka message values (line N: the Nth value), each parsed in place (a parse
+    per value costs half of one over all values joined into lines: bench/NOTES.md), so a value may hold
+    line breaks."""
+    with gc_paused():
+        try:
+            messages = decoded_each(values, _RAW_MESSAGES.decode) if not values.null_count else None
+        except _NOT_PARSED:
+            messages = None
+        columnar = _columnar(messages, tuple(column_names), key_names) if messages is not None else None
+        if columnar is not None:
+            return columnar
+        decoder, row_type = _decoders(tuple(column_names))
+        try:
+            exact = decoded_each(values, decoder.decode)
+        except _NOT_PARSED:  # name the first value that does not parse
+            exact = [
+                _decode_line(decoder, _value_text(raw, at(where, i)), column_names, at(where, i))
+                for i, raw in enumerate(values.to_pylist(), 1)
+            ]
+        return _rows(exact, range(1, len(exact) + 1), row_type, column_names, key_names, where)
+
+
+def _value_text(raw: bytes | None, where: str) -> str:
+    try:
+        return (raw or b"").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+
+
 def _parse(
     data: bytes | str, terminator: str, column_names: Sequence[str], key_names: Sequence[str], where: Where
 ) -> ParsedRows:
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    columnar = _columnar(raw, terminator, tuple(column_names), key_names)
+    messages = _whole_file(raw, terminator, _RAW_MESSAGES)
+    columnar = _columnar(messages, tuple(column_names), key_names) if messages is not None else None
     if columnar is not None:
         return columnar
     decoder, row_type = _decoders(tuple(column_names))
@@ -276,19 +310,18 @@ class _NotPlain(Exception):
 
 
 def _columnar(
-    raw: bytes, terminator: str, column_names: tuple[str, ...], key_names: Sequence[str]
+    messages: list[Any], column_names: tuple[str, ...], key_names: Sequence[str]
 ) -> ParsedRows | None:
-    """The common case without a Python object per value: msgspec splits the messages and leaves each row
-    as raw JSON, then Arrow's JSON reader types all rows of the file at once (1.4x faster than one struct
-    and one string per value). None whenever the file is not plain (a line that does not parse, a row that
-    does not fit the schema, an update that moves its key, a key left out): the exact path then decides,
-    and names the line of a problem. A table without a key has its updates' old rows deleted here too.
+    """The common case without a Python object per value: `messages` (every line's, msgspec's
+    ``_RawMessage``) leave each row as raw JSON, then Arrow's JSON reader types all rows of the file at
+    once (1.4x faster than one struct and one string per value). None whenever the file is not plain (a
+    row that does not fit the schema, an update that moves its key, a key left out): the exact path then
+    decides, and names the line of a problem. A table without a key has its updates' old rows deleted here too.
 
     Arrow reads an absent column as NULL. Where that matters (a PUT with a NULL value is filled like TiCDC
     fills an absent column; a key must be present) and the row's text does not say ``"name":null``, the
     row is decoded once more exactly (:func:`_absent`)."""
-    messages = _whole_file(raw, terminator, _RAW_MESSAGES)
-    simple = _one_row_each(messages, range(1, len(messages) + 1)) if messages is not None else None
+    simple = _one_row_each(messages, range(1, len(messages) + 1))
     if simple is None:
         return None
     kept, rows, ops, commit_ts, lines = simple
@@ -534,4 +567,4 @@ def _moves_key(key_fields: Sequence[str], values: Any, old: Any) -> bool:
     return False
 
 
-__all__ = ["WATERMARK", "parse_canal_json", "split_lines"]
+__all__ = ["WATERMARK", "parse_canal_json", "parse_canal_values", "split_lines"]

@@ -25,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import DecodeStats, TableSchema
-from backfill.sources.ticdc.arrow_bytes import lines, nulled_unless
-from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_json
+from backfill.sources.ticdc.arrow_bytes import decoded_each, nulled_unless
+from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_values
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.compression import check_codec, decompress
 from backfill.sources.ticdc.open_protocol import DDL, EVENT_SCHEMA, RESOLVED, ROW, Where, event_line
@@ -60,7 +60,6 @@ class _Head(msgspec.Struct, gc=False):
 
 
 _HEAD = msgspec.json.Decoder(_Head)
-_HEADS = msgspec.json.Decoder(_Head)  # decode_lines
 
 
 def _error(where: Where, message: str) -> InputError:
@@ -81,10 +80,8 @@ def _head(value: bytes, where: Where) -> _Head:
 def _heads(values: pa.Array, place: Callable[[int], Where]) -> list[_Head]:
     """Every message's head in one parse (values one per line); a failure is located message by message."""
     if not values.null_count and (not len(values) or pc.min(pc.binary_length(values)).as_py() > 0):
-        try:  # a value with a line break inside makes the count differ: then one by one
-            heads = _HEADS.decode_lines(lines(values))
-            if len(heads) == len(values):
-                return heads
+        try:  # each value parsed in place; a failure is located and named message by message below
+            return decoded_each(values, _HEAD.decode)
         except (msgspec.DecodeError, UnicodeDecodeError):
             pass
     out = []
@@ -191,7 +188,7 @@ def typed_canal_rows(
 
     names = [c.name for c in schema.columns]
     keys = [k for k in schema.pk_columns if k in schema.by_name]
-    rows = parse_canal_json(lines(_array(events, "value")), "\n", names, keys, where)
+    rows = parse_canal_values(_array(events, "value"), names, keys, where)
     typed = to_arrow(schema, rows, TextDialect("latin1", True, time_zone), where=where, stats=stats)
     positions = pc.subtract(typed.column(LINE), 1)
     line = event_line(pc.take(events.column("offset"), positions))
