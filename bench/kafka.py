@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="processes publishing the topic, each its share of the partitions (2 paid only on free cores)",
     )
+    parser.add_argument(
+        "--driver-memory", default="4g", help="the session's spark.driver.memory (local mode)"
+    )
     args = parser.parse_args(argv)
 
     from backfill.run import run_backfill
@@ -127,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                 marker.write_text(f"{topic} {rows[0]}")
 
         spark = build_session(
-            "tidelake-bench-kafka", SparkConfig(master="local[2]", shuffle_partitions=4, ui=bool(args.jobs))
+            "tidelake-bench-kafka",
+            SparkConfig(
+                master="local[2]", shuffle_partitions=4, ui=bool(args.jobs), driver_memory=args.driver_memory
+            ),
         )
         spark.range(1000).selectExpr("sum(id)").collect()  # JVM and Python workers warm
         started = time.perf_counter()
