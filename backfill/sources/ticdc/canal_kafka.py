@@ -78,7 +78,7 @@ def _head(value: bytes, where: Where) -> _Head:
 
 
 def _heads(values: pa.Array, place: Callable[[int], Where]) -> list[_Head]:
-    """Every message's head in one parse (values one per line); a failure is located message by message."""
+    """Every message's head, each value parsed in place; a failure is located message by message."""
     if not values.null_count and (not len(values) or pc.min(pc.binary_length(values)).as_py() > 0):
         try:  # each value parsed in place; a failure is located and named message by message below
             return decoded_each(values, _HEAD.decode)

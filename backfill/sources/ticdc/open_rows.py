@@ -106,7 +106,6 @@ class _Value(msgspec.Struct, gc=False):
 
 
 _VALUE = msgspec.json.Decoder(_Value)
-_COL_OR_NONE = frozenset({_Col, type(None)})
 _ATTR_T, _ATTR_V = attrgetter("t"), attrgetter("v")
 _ATTR_U, _ATTR_P, _ATTR_D = attrgetter("u"), attrgetter("p"), attrgetter("d")
 _TIME_TEXT = re.compile(r"-?\d{2,3}:\d{2}:\d{2}(\.\d{1,6})?\Z")
