@@ -78,12 +78,12 @@ def _head(value: bytes, where: Where) -> _Head:
 
 
 def _heads(values: pa.Array, place: Callable[[int], Where]) -> list[_Head]:
-    """Every message's head, each value parsed in place; a failure is located message by message."""
-    if not values.null_count and (not len(values) or pc.min(pc.binary_length(values)).as_py() > 0):
-        try:  # each value parsed in place; a failure is located and named message by message below
-            return decoded_each(values, _HEAD.decode)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            pass
+    """Every message's head, each value parsed in place; a failure (an empty or null value too) is located
+    and named message by message."""
+    try:
+        return decoded_each(values, _HEAD.decode)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
     out = []
     for i, raw in enumerate(values.to_pylist()):
         if not raw:

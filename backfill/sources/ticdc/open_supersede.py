@@ -102,7 +102,7 @@ class LatestPerKey:
             docs = decoded_each(events.column("value"), _key_value_decoder(self.json_keys).decode)
         except (msgspec.DecodeError, TypeError):
             docs = None
-        if docs is None or len(docs) != n:
+        if docs is None:
             none = np.zeros(n, dtype=bool)
             return _Facts([pa.nulls(n, pa.binary())] * len(self.attrs), none, none, ~none)
         sections = [doc.d if doc.d is not None else doc.u for doc in docs]
