@@ -40,3 +40,15 @@ def test_nulled_unless_shares_the_bytes_of_a_slice_too():
         out = nulled_unless(part, keep)
         out.validate(full=True)
         assert out.to_pylist() == [v if k else None for v, k in zip(part.to_pylist(), keep, strict=True)]
+
+
+def test_one_array_keeps_an_only_chunk_as_it_is():
+    """A single-chunk column is that chunk, its buffers unchanged (no copy); several chunks are joined."""
+    from backfill.sources.ticdc.arrow_bytes import one_array
+
+    array = pa.array(VALUES, pa.binary())
+    only = one_array(pa.chunked_array([array]))
+    assert only.buffers()[2].address == array.buffers()[2].address
+    assert one_array(pa.chunked_array([array.slice(0, 1), array.slice(1)])).to_pylist() == VALUES
+    assert one_array(pa.chunked_array([], pa.binary())).to_pylist() == []
+    assert one_array(array) is array

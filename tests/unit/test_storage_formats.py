@@ -660,3 +660,32 @@ def test_canal_json_old_rows_beyond_an_updates_first_agree_on_both_paths(kind, o
             == [listed(c) for c in exact.values]
             == [["2", "1"], ["x", "b"]]
         )
+
+
+def test_canal_json_binary_text_is_each_characters_byte_on_arrays_and_slices() -> None:
+    """canal-json writes a binary value one ISO-8859-1 character per byte; the numpy path gives what
+    ``str.encode("latin-1")`` gives for every byte value, nulls, empty values and slices, and leaves a
+    character above U+00FF to the per-value path, which names the value."""
+    import random
+
+    import pyarrow as pa
+
+    from backfill.sources.ticdc.open_rows import _Bad
+    from backfill.sources.ticdc.text_values import _binary, latin1_bytes
+
+    rng = random.Random(5)
+    values = [chr(b) for b in range(256)] + ["", None, "plain", "\xff\xc3\xc2\x80"]
+    values += [
+        None if rng.random() < 0.2 else "".join(chr(rng.randrange(256)) for _ in range(rng.randrange(30)))
+        for _ in range(300)
+    ]
+    array = pa.array(values, pa.string())
+    for part in (array, array.slice(7, 200), array.slice(250, 20), array.slice(0, 0)):
+        fast = latin1_bytes(part)
+        assert fast is not None
+        fast.validate(full=True)
+        assert fast.to_pylist() == [None if v is None else v.encode("latin-1") for v in part.to_pylist()]
+    assert latin1_bytes(pa.array(["ok", "\u0100"], pa.string())) is None
+    with pytest.raises(_Bad, match="'x\u4e2d' is not latin1-encoded binary") as bad:
+        _binary(pa.array(["ok", None, "x\u4e2d"], pa.string()), "latin1")
+    assert bad.value.row == 2

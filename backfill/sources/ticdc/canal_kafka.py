@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from backfill.codec import DecodeStats, TableSchema
-from backfill.sources.ticdc.arrow_bytes import decoded_each, nulled_unless
+from backfill.sources.ticdc.arrow_bytes import decoded_each, nulled_unless, one_array
 from backfill.sources.ticdc.canal_json import WATERMARK, parse_canal_values
 from backfill.sources.ticdc.change_rows import to_arrow
 from backfill.sources.ticdc.compression import check_codec, decompress
@@ -119,8 +119,7 @@ def decode_canal_records(records: pa.Table | pa.RecordBatch, *, compression: str
 
 
 def _array(records: pa.Table | pa.RecordBatch, name: str) -> pa.Array:
-    column = records.column(name)
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    return one_array(records.column(name))
 
 
 def _places(records: pa.Table | pa.RecordBatch) -> Callable[[int], Where]:

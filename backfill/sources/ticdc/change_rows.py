@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from backfill.changes.collapse import LINE
 from backfill.codec import DecodeStats, TableSchema
 from backfill.codec.values import ZeroDate, fill_value
+from backfill.sources.ticdc.arrow_bytes import one_array
 from backfill.sources.ticdc.text_values import BadValue, TextDialect, text_column
 from tidelake.conventions import COMMIT_TS, OP
 from tidelake.errors import InputError
@@ -76,7 +77,7 @@ class ParsedRows:
 
 def _array(values: Any, typ: pa.DataType) -> pa.Array:
     if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+        return one_array(values)
     return values if isinstance(values, pa.Array) else pa.array(values, typ)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from backfill.sources.ticdc.arrow_bytes import nulled_unless
+from backfill.sources.ticdc.arrow_bytes import nulled_unless, one_array
 from backfill.sources.ticdc.compression import check_codec, decompress
 from tidelake.errors import InputError
 
@@ -374,8 +374,7 @@ def _frame_spans(
     """Of ``[u64be(1)]? [u64be len | bytes]*`` messages: their bytes, where each message starts in them
     (and the last ends), each frame's start and end and the frames per message, in order; None if a
     message is null, has a wrong version, stray bytes, or a length past its end."""
-    if isinstance(messages, pa.ChunkedArray):
-        messages = messages.combine_chunks()
+    messages = one_array(messages)
     if messages.null_count:
         return None
     messages = messages.cast(pa.large_binary())
