@@ -76,9 +76,9 @@ class ParsedRows:
 
 
 def _array(values: Any, typ: pa.DataType) -> pa.Array:
-    if isinstance(values, pa.ChunkedArray):
+    if isinstance(values, pa.Array | pa.ChunkedArray):
         return one_array(values)
-    return values if isinstance(values, pa.Array) else pa.array(values, typ)
+    return pa.array(values, typ)
 
 
 def output_schema(schema: TableSchema) -> pa.Schema:

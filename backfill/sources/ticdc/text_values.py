@@ -170,9 +170,8 @@ def latin1_bytes(texts: pa.Array) -> pa.Array | None:
     out = data.copy()
     out[1:] += (data[:-1] == 0xC3).view(np.uint8) << 6  # the byte after each 0xC3 lead
     kept = data < 0xC0  # all but the leads (0xC2 or 0xC3; 0xC0 and 0xC1 are never in UTF-8)
-    starts = np.concatenate(
-        [np.zeros(1, np.int32), np.cumsum(kept, dtype=np.int32)]
-    )  # int32: a string array's bytes fit
+    # each value's start among the kept bytes (int32: a string array's bytes fit)
+    starts = np.concatenate([np.zeros(1, np.int32), np.cumsum(kept, dtype=np.int32)])
     new_offsets = starts[offsets - offsets[0]]
     validity = texts.is_valid().buffers()[1] if texts.null_count else None
     return pa.Array.from_buffers(
